@@ -1,0 +1,1 @@
+"""Assets: one module per domain (digitization, finance, ads, funnel, catalog, inventory, news, rnp, ...)."""

@@ -1,0 +1,32 @@
+"""example-jobs: the house pattern in one small, complete piece, for the next engineer to copy.
+
+The pattern: a typed resource parameter (never ``context.resources``), set-based SQL in the
+warehouse, an idempotent write inside one transaction, a ``MaterializeResult`` with the numbers a
+person wants to see in the UI, a job and a schedule declared in the cadence registry, and a test in
+``tests/dagster/test_example.py``.
+"""
+
+from __future__ import annotations
+
+from dagster import MaterializeResult, MetadataValue, asset
+
+from optima_pipelines.resources.warehouse import Warehouse
+
+
+@asset(
+    group_name="examples",
+    kinds={"postgres"},
+    description=None,  # the docstring is the description shown in the UI
+)
+def cabinet_status_summary(warehouse: Warehouse) -> MaterializeResult:
+    """How many cabinets are in each status. A template asset: copy its shape, not its purpose."""
+    with warehouse.connect() as conn:
+        rows = conn.execute("SELECT status, count(*) FROM cabinets GROUP BY status ORDER BY status").fetchall()
+    counts = {status: int(n) for status, n in rows}
+    return MaterializeResult(
+        metadata={
+            "cabinets": sum(counts.values()),
+            "active": counts.get("active", 0),
+            "by_status": MetadataValue.json(counts),
+        }
+    )

@@ -1,0 +1,54 @@
+"""`optima-pipelines`: the deployment's command line. Every command has --help.
+
+Commands that need the database open a Deployment (optima_pipelines.runtime), which starts the
+embedded PostgreSQL when OPTIMA_DATABASE_URL is unset and applies pending migrations.
+Expected failures (bad URL, unreachable server, unknown cabinet, bad value) print one line
+starting with "error:" and exit 1; they never print a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import psycopg
+
+from optima_pipelines.errors import OptimaError
+
+
+class OptimaGroup(click.Group):
+    """A click group that turns expected errors into one clear line."""
+
+    def invoke(self, ctx: click.Context):  # type: ignore[no-untyped-def]
+        try:
+            return super().invoke(ctx)
+        except OptimaError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+        except psycopg.Error as exc:
+            first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+            click.echo(f"error: database: {first}", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=OptimaGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Optima's WB data platform on Dagster: syncs, the РНП mart, engines.
+
+    Configuration comes from the environment (see the README): OPTIMA_DATABASE_URL (unset: an
+    embedded PostgreSQL in OPTIMA_STATE_DIR), OPTIMA_ENV (default dev), and more.
+    """
+
+
+def _register() -> None:
+    from optima_pipelines.cli import cabinets, db, dev
+
+    for module in (db, cabinets, dev):
+        module.register(cli)
+
+
+_register()
+
+
+def main() -> None:
+    cli(prog_name="optima-pipelines")

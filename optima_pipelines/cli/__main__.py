@@ -1,0 +1,3 @@
+from optima_pipelines.cli import main
+
+main()

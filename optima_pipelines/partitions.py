@@ -1,0 +1,54 @@
+"""Every partitions definition, declared once. Everything else imports from here.
+
+- ``cabinet``: the dynamic dimension of cabinet ids, kept in step with the cabinets table by the
+  ``cabinet_partitions_sensor``.
+- ``date``: Moscow calendar days (WB's own day), today included.
+- ``CABINET_DAY``: cabinet × Moscow day, for feeds, reports and the РНП mart. Its keys read
+  ``"<cabinet>|<YYYY-MM-DD>"`` (dimensions are ordered by name: DESIGN.md §4.3).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+from dagster import (
+    DailyPartitionsDefinition,
+    DynamicPartitionsDefinition,
+    MultiPartitionKey,
+    MultiPartitionsDefinition,
+)
+
+from optima_pipelines.cabinets import validate_cabinet_id
+from optima_pipelines.errors import InvalidInput
+from optima_pipelines.settings import load_settings
+from optima_pipelines.timeutil import MOSCOW_TZ_NAME
+
+CABINET_DIM = "cabinet"
+DATE_DIM = "date"
+
+CABINETS_NAME = "cabinets"
+CABINETS = DynamicPartitionsDefinition(name=CABINETS_NAME)
+MOSCOW_DAYS = DailyPartitionsDefinition(
+    start_date=load_settings().partitions_start,
+    timezone=MOSCOW_TZ_NAME,
+    end_offset=1,  # today's (still filling) Moscow day is a partition too
+)
+CABINET_DAY = MultiPartitionsDefinition({CABINET_DIM: CABINETS, DATE_DIM: MOSCOW_DAYS})
+
+
+def cabinet_day_key(cabinet_id: str, day: date) -> MultiPartitionKey:
+    return MultiPartitionKey({CABINET_DIM: cabinet_id, DATE_DIM: day.isoformat()})
+
+
+def parse_cabinet_day_key(key: str) -> tuple[str, date]:
+    """Split ``"cabinet|YYYY-MM-DD"``; raises InvalidInput naming the bad part."""
+    parts = key.split("|")
+    if len(parts) != 2:
+        raise InvalidInput(f"partition key {key!r} is not of the form 'CABINET|YYYY-MM-DD'")
+    cabinet_id, day_text = parts
+    validate_cabinet_id(cabinet_id)
+    try:
+        day = date.fromisoformat(day_text)
+    except ValueError:
+        raise InvalidInput(f"partition key {key!r}: {day_text!r} is not a date (YYYY-MM-DD)") from None
+    return cabinet_id, day

@@ -1,0 +1,1 @@
+"""Dagster resources: thin, typed wrappers that assets and sensors take as parameters."""

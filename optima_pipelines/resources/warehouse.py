@@ -1,0 +1,42 @@
+"""The warehouse resource: connections to this environment's schema on the PostgreSQL server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from dagster import ConfigurableResource
+
+from optima_pipelines.db.connection import connect
+from optima_pipelines.secrets import TokenCipher, load_key
+from optima_pipelines.settings import load_settings
+
+
+class Warehouse(ConfigurableResource):
+    """PostgreSQL warehouse of one environment (schema ``optima_<env>``).
+
+    ``database_url`` is bound to the OPTIMA_DATABASE_URL environment variable in definitions.py,
+    so it is read at run time and never shown in run config.
+    """
+
+    database_url: str
+    #: The environment (OPTIMA_ENV) whose schema to use; None reads it from the environment at run time.
+    env: str | None = None
+
+    @property
+    def schema_name(self) -> str:
+        return f"optima_{self.env or load_settings().env}"
+
+    def connect(self, *, autocommit: bool = False) -> psycopg.Connection:
+        return connect(self.database_url, self.schema_name, autocommit=autocommit)
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection]:
+        """One transaction: everything inside commits together or not at all."""
+        with self.connect() as conn:
+            with conn.transaction():
+                yield conn
+
+    def cipher(self) -> TokenCipher:
+        return TokenCipher(load_key(load_settings(), create=False))

@@ -1,0 +1,80 @@
+"""The run queue with the cabinet gate: Dagster's QueuedRunCoordinator, plus tags on submit.
+
+Dagster only adds ``dagster/partition/<dim>`` tags to single-partition runs; ranged backfill runs
+carry range tags and ``dagster job launch`` carries only what it is given (DESIGN.md §4.4). So on
+every submit, whoever launched the run (a schedule, a sensor, the UI, a backfill, the CLI,
+GraphQL), this coordinator derives the run's queue and cabinet and adds the tags that
+``dagster.yaml``'s ``tag_concurrency_limits`` key on, before the run is enqueued.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from dagster import DagsterRun, QueuedRunCoordinator, SubmitRunContext
+
+from optima_pipelines.queues import (
+    QUEUES,
+    TAG_CABINET,
+    TAG_QUEUE,
+    TAG_QUEUE_CLASS,
+    queue_for_assets,
+    queue_tags,
+)
+
+PARTITION_CABINET_TAG = "dagster/partition/cabinet"
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+#: A WB-talking run whose cabinet cannot be derived (several cabinets in one run, or none given)
+#: is gated under this one value: such runs serialise among themselves, and inside the run each
+#: cabinet's WB work takes that cabinet's advisory lock (optima_pipelines.gate).
+MULTI_CABINET = "__multi__"
+
+
+def _cabinet_of_key(key: str) -> str | None:
+    return key.split("|", 1)[0] if "|" in key else None
+
+
+def derive_gate_tags(tags: Mapping[str, str], asset_keys: list[str]) -> dict[str, str]:
+    """The tags to add to a run so that the queue limits apply to it. Pure: unit-tested."""
+    queue = QUEUES.get(tags.get(TAG_QUEUE, "")) or queue_for_assets(asset_keys)
+    if queue is None:
+        return {}
+    cabinet = tags.get(TAG_CABINET) or tags.get(PARTITION_CABINET_TAG)
+    if cabinet is None and RANGE_START_TAG in tags:
+        start, end = _cabinet_of_key(tags[RANGE_START_TAG]), _cabinet_of_key(tags.get(RANGE_END_TAG, ""))
+        cabinet = start if start is not None and start == end else MULTI_CABINET
+    if cabinet is None and queue.talks_to_wb:
+        cabinet = MULTI_CABINET
+    wanted = queue_tags(queue.name, cabinet_id=cabinet)
+    return {k: v for k, v in wanted.items() if tags.get(k) != v}
+
+
+class OptimaRunCoordinator(QueuedRunCoordinator):
+    """QueuedRunCoordinator that tags runs for the cabinet gate and reads SYNC_QUEUE_CONCURRENCY."""
+
+    def submit_run(self, context: SubmitRunContext) -> DagsterRun:
+        run = context.dagster_run
+        asset_keys = [k.to_user_string() for k in (run.asset_selection or [])]
+        extra = derive_gate_tags(run.tags, asset_keys)
+        if extra:
+            self._instance.add_run_tags(run.run_id, extra)
+            refreshed = self._instance.get_run_by_id(run.run_id)
+            if refreshed is not None:
+                context = SubmitRunContext(refreshed, context.workspace)
+        return super().submit_run(context)
+
+    def get_run_queue_config(self):  # type: ignore[no-untyped-def]
+        config = super().get_run_queue_config()
+        raw = os.environ.get("SYNC_QUEUE_CONCURRENCY", "").strip()
+        if not raw:
+            return config
+        limit = int(raw)
+        limits: list[dict[str, Any]] = []
+        for item in config.tag_concurrency_limits:
+            if item.get("key") == TAG_QUEUE_CLASS and item.get("value") == "sync":
+                item = {**item, "limit": limit}
+            limits.append(dict(item))
+        return config._replace(tag_concurrency_limits=limits)

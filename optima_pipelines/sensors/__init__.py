@@ -1,0 +1,1 @@
+"""Sensors: thin shells around pure decision functions that unit tests call directly."""

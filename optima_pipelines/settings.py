@@ -1,0 +1,104 @@
+"""Deployment settings, read from the environment in one place.
+
+Every environment variable the deployment reads is declared here (and listed in the README).
+Nothing here connects to anything; `optima_pipelines.db` turns these settings into connections.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from optima_pipelines.errors import ConfigError
+
+ENV_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,29}$")
+
+#: Environment variables, with what each one means. The README's configuration table mirrors this.
+ENVIRONMENT_VARIABLES: dict[str, str] = {
+    "OPTIMA_DATABASE_URL": "PostgreSQL server for the warehouse and Dagster's storage "
+    "(postgresql://user:password@host:port/db). Unset: a private embedded server in the state folder.",
+    "OPTIMA_ENV": "Environment name (dev, stage, prod, ...): selects the warehouse schema optima_<env> "
+    "and Dagster's storage schema dagster_<env> on the same server. Default dev.",
+    "OPTIMA_STATE_DIR": "Folder for local state: the embedded PostgreSQL, DAGSTER_HOME, the generated "
+    "token key. Default .optima in the working directory.",
+    "OPTIMA_SECRET_KEY": "Fernet key that encrypts WB tokens at rest. Unset: a key generated once and "
+    "kept in the state folder (secret.key).",
+    "OPTIMA_DAGSTER_STORAGE_URL": "Dagster storage URL (postgresql+psycopg2://...). Derived from "
+    "OPTIMA_DATABASE_URL and OPTIMA_ENV by the CLI; set it only to put Dagster's storage elsewhere.",
+    "OPTIMA_WB_BASE_URL": "One base URL for every WB category, path-prefixed by category "
+    "(the simulator's address). Unset: WB's real hosts.",
+    "SYNC_QUEUE_CONCURRENCY": "How many cabinets the six sync queues process at once, in total. Default 5.",
+    "DIGITIZATION_INCREMENT_INTERVAL_MS": "Interval of the orders/sales increment. Default 1800000 (30 min).",
+    "OPTIMA_PARTITIONS_START": "First Moscow day of the cabinet x day partitions. Default 2025-01-01.",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A snapshot of the deployment's configuration."""
+
+    database_url: str | None
+    env: str
+    state_dir: Path
+    secret_key: str | None
+    dagster_storage_url: str | None
+    wb_base_url: str | None
+    sync_queue_concurrency: int
+    increment_interval_ms: int
+    partitions_start: str
+
+    @property
+    def warehouse_schema(self) -> str:
+        return f"optima_{self.env}"
+
+    @property
+    def dagster_schema(self) -> str:
+        return f"dagster_{self.env}"
+
+    @property
+    def embedded(self) -> bool:
+        return not self.database_url
+
+
+def _int_env(name: str, default: int, minimum: int = 1) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def validate_env_name(env: str) -> str:
+    if not ENV_NAME_RE.match(env):
+        raise ConfigError(
+            f"OPTIMA_ENV must be lowercase letters, digits and underscores, starting with a letter "
+            f"(at most 30 characters), got {env!r}"
+        )
+    return env
+
+
+def load_settings() -> Settings:
+    """Read the settings from the environment; raises ConfigError on a bad value."""
+    env = validate_env_name(os.environ.get("OPTIMA_ENV", "dev").strip() or "dev")
+    state_dir = Path(os.environ.get("OPTIMA_STATE_DIR") or ".optima").expanduser().resolve()
+    start = os.environ.get("OPTIMA_PARTITIONS_START", "2025-01-01").strip()
+    if not re.match(r"^\d{4}-\d{2}-\d{2}$", start):
+        raise ConfigError(f"OPTIMA_PARTITIONS_START must be YYYY-MM-DD, got {start!r}")
+    return Settings(
+        database_url=(os.environ.get("OPTIMA_DATABASE_URL") or "").strip() or None,
+        env=env,
+        state_dir=state_dir,
+        secret_key=(os.environ.get("OPTIMA_SECRET_KEY") or "").strip() or None,
+        dagster_storage_url=(os.environ.get("OPTIMA_DAGSTER_STORAGE_URL") or "").strip() or None,
+        wb_base_url=(os.environ.get("OPTIMA_WB_BASE_URL") or "").strip() or None,
+        sync_queue_concurrency=_int_env("SYNC_QUEUE_CONCURRENCY", 5),
+        increment_interval_ms=_int_env("DIGITIZATION_INCREMENT_INTERVAL_MS", 30 * 60 * 1000, minimum=1000),
+        partitions_start=start,
+    )

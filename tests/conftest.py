@@ -1,0 +1,109 @@
+"""Shared fixtures: a real PostgreSQL database per test session, a fresh environment per test.
+
+The server is the one named by OPTIMA_TEST_DATABASE_URL (CI points it at the system PostgreSQL);
+unset, an embedded server is started in a temporary folder. The session's database is created
+with a unique name and dropped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from cryptography.fernet import Fernet
+from psycopg import sql
+
+from optima_pipelines.db.connection import connect
+from optima_pipelines.db.migrate import ensure_schemas, upgrade
+from optima_pipelines.db.urls import dagster_storage_url, with_database
+from optima_pipelines.settings import load_settings
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "system: runs the real Dagster daemon/webserver as processes")
+
+
+@pytest.fixture(scope="session")
+def server_url() -> Iterator[str]:
+    """A libpq URL of a PostgreSQL server (any database on it)."""
+    url = os.environ.get("OPTIMA_TEST_DATABASE_URL", "").strip()
+    if url:
+        yield url
+        return
+    from optima_pipelines.db.embedded import start_embedded
+
+    folder = Path(tempfile.mkdtemp(prefix="optima-test-pg-"))
+    yield start_embedded(folder)
+    # The embedded server stops when this process exits (its atexit handler); the folder goes after.
+    import atexit
+
+    atexit.register(shutil.rmtree, folder, True)
+
+
+@pytest.fixture(scope="session")
+def database_url(server_url: str) -> Iterator[str]:
+    """A database of our own on the test server, dropped after the session."""
+    name = f"optima_test_{uuid.uuid4().hex[:10]}"
+    with connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield with_database(server_url, name)
+    with connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def secret_key() -> str:
+    return Fernet.generate_key().decode()
+
+
+@pytest.fixture
+def optima_env(database_url: str, secret_key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh, migrated OPTIMA_ENV of its own for one test, with the process environment pointing at it."""
+    env = f"t{secrets.token_hex(5)}"
+    state = tmp_path / "state"
+    state.mkdir()
+    monkeypatch.setenv("OPTIMA_DATABASE_URL", database_url)
+    monkeypatch.setenv("OPTIMA_ENV", env)
+    monkeypatch.setenv("OPTIMA_STATE_DIR", str(state))
+    monkeypatch.setenv("OPTIMA_SECRET_KEY", secret_key)
+    monkeypatch.setenv("OPTIMA_DAGSTER_STORAGE_URL", dagster_storage_url(database_url, f"dagster_{env}"))
+    upgrade(database_url, f"optima_{env}")
+    ensure_schemas(database_url, f"dagster_{env}")
+    yield env
+    with connect(database_url, autocommit=True) as conn:
+        for schema in (f"optima_{env}", f"dagster_{env}"):
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture
+def warehouse_conn(optima_env: str, database_url: str) -> Iterator[psycopg.Connection]:
+    """A connection to the test environment's warehouse schema (autocommit)."""
+    with connect(database_url, f"optima_{optima_env}", autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+def settings(optima_env: str):
+    return load_settings()
+
+
+@pytest.fixture
+def dagster_instance(optima_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A Dagster instance configured by the project's dagster.yaml, storing in dagster_<env>."""
+    from dagster import DagsterInstance
+
+    from optima_pipelines.runtime import project_file
+
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with DagsterInstance.get() as instance:
+        yield instance

@@ -1,0 +1,57 @@
+"""OPTIMA_ENV (the original's QUEUE_PREFIX): two environments on one server never see each other."""
+
+import secrets
+import shutil
+
+import pytest
+from dagster import DagsterInstance, materialize
+from psycopg import sql
+
+from optima_pipelines.db.connection import connect
+from optima_pipelines.db.urls import dagster_storage_url
+from optima_pipelines.runtime import project_file
+from tests.db.test_cli import run_cli
+
+
+@pytest.fixture
+def two_envs(database_url, secret_key, tmp_path):
+    names = [f"iso{secrets.token_hex(3)}a", f"iso{secrets.token_hex(3)}b"]
+    yield names
+    with connect(database_url, autocommit=True) as conn:
+        for env in names:
+            for schema in (f"optima_{env}", f"dagster_{env}"):
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_environments_on_one_server_stay_apart(two_envs, database_url, secret_key, tmp_path, monkeypatch):
+    stage, prod = two_envs
+    base = {"OPTIMA_DATABASE_URL": database_url, "OPTIMA_SECRET_KEY": secret_key, "OPTIMA_STATE_DIR": str(tmp_path)}
+    assert run_cli("cabinets", "add", "only-in-stage", env={**base, "OPTIMA_ENV": stage}).returncode == 0
+    assert run_cli("cabinets", "add", "only-in-prod", env={**base, "OPTIMA_ENV": prod}).returncode == 0
+    stage_list = run_cli("cabinets", "list", env={**base, "OPTIMA_ENV": stage}).stdout
+    prod_list = run_cli("cabinets", "list", env={**base, "OPTIMA_ENV": prod}).stdout
+    assert "only-in-stage" in stage_list and "only-in-prod" not in stage_list
+    assert "only-in-prod" in prod_list and "only-in-stage" not in prod_list
+
+    # Runs: a run materialized in stage's Dagster storage is not in prod's.
+    from optima_pipelines.assets.example import cabinet_status_summary
+    from optima_pipelines.definitions import RESOURCES
+
+    run_ids = {}
+    for env in (stage, prod):
+        home = tmp_path / f"home_{env}"
+        home.mkdir()
+        shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+        monkeypatch.setenv("DAGSTER_HOME", str(home))
+        monkeypatch.setenv("OPTIMA_ENV", env)
+        monkeypatch.setenv("OPTIMA_DATABASE_URL", database_url)
+        monkeypatch.setenv("OPTIMA_DAGSTER_STORAGE_URL", dagster_storage_url(database_url, f"dagster_{env}"))
+        with DagsterInstance.get() as instance:
+            result = materialize([cabinet_status_summary], resources=RESOURCES, instance=instance)
+            assert result.success
+            run_ids[env] = result.run_id
+            # Each environment's asset saw only its own single cabinet.
+            mat = result.asset_materializations_for_node("cabinet_status_summary")[0]
+            assert mat.metadata["cabinets"].value == 1
+            assert [r.run_id for r in instance.get_runs()] == [result.run_id]
+    assert run_ids[stage] != run_ids[prod]

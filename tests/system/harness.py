@@ -1,0 +1,97 @@
+"""System-test harness: the real `optima-pipelines dev` (webserver + daemon + code server) as processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RunningDeployment:
+    def __init__(self, proc: subprocess.Popen, port: int, log_path: Path):
+        self.proc = proc
+        self.port = port
+        self.log_path = log_path
+        self.url = f"http://127.0.0.1:{port}"
+
+    def graphql(self, query: str, variables: dict[str, Any] | None = None, timeout: float = 60) -> dict[str, Any]:
+        response = httpx.post(
+            f"{self.url}/graphql", json={"query": query, "variables": variables or {}}, timeout=timeout
+        )
+        response.raise_for_status()
+        body = response.json()
+        assert "errors" not in body, body["errors"]
+        return body["data"]
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for_run(self, run_id: str, timeout: float = 180) -> str:
+        deadline = time.monotonic() + timeout
+        status = "UNKNOWN"
+        while time.monotonic() < deadline:
+            data = self.graphql("query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", {"id": run_id})
+            status = data["runOrError"].get("status", "UNKNOWN")
+            if status in ("SUCCESS", "FAILURE", "CANCELED"):
+                return status
+            time.sleep(1)
+        raise AssertionError(f"run {run_id} still {status} after {timeout}s\n{self.log()[-3000:]}")
+
+
+@contextmanager
+def running_dev(env: dict[str, str], tmp_path: Path, *, ready_timeout: float = 120) -> Iterator[RunningDeployment]:
+    """Start `optima-pipelines dev` on a free port and wait until its code location is loaded."""
+    port = free_port()
+    log_path = tmp_path / f"dev-{port}.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "optima_pipelines.cli", "dev", "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            start_new_session=True,
+        )
+    dep = RunningDeployment(proc, port, log_path)
+    try:
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError(f"optima-pipelines dev exited with {proc.returncode}:\n{dep.log()[-3000:]}")
+            try:
+                data = dep.graphql(
+                    "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus "
+                    "locationOrLoadError { __typename } } } } }",
+                    timeout=5,
+                )
+                entries = data["workspaceOrError"]["locationEntries"]
+                if entries and all(e["loadStatus"] == "LOADED" for e in entries):
+                    break
+            except (httpx.HTTPError, AssertionError):
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"UI not ready after {ready_timeout}s:\n{dep.log()[-3000:]}")
+            time.sleep(1)
+        yield dep
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
