@@ -35,6 +35,9 @@ setup(
         "pyarrow>=16",
         "openpyxl>=3.1",
         "httpx>=0.27,<1",
+        # The WB client: typed JSON decoding with validation (msgspec), bounded retries (tenacity).
+        "msgspec>=0.19",
+        "tenacity>=8.2",
         "orjson>=3.10",
         "pydantic>=2.7,<3",
         "cryptography>=42",

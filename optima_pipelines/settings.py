@@ -29,6 +29,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "OPTIMA_DATABASE_URL and OPTIMA_ENV by the CLI; set it only to put Dagster's storage elsewhere.",
     "OPTIMA_WB_BASE_URL": "One base URL for every WB category, path-prefixed by category "
     "(the simulator's address). Unset: WB's real hosts.",
+    "OPTIMA_WB_TIME_SCALE": "Only with the WB simulator running a faster clock: divides WB's rate-limit "
+    "periods and pauses by this factor. Default 1 (WB's real limits).",
     "SYNC_QUEUE_CONCURRENCY": "How many cabinets the six sync queues process at once, in total. Default 5.",
     "DIGITIZATION_INCREMENT_INTERVAL_MS": "Interval of the orders/sales increment. Default 1800000 (30 min).",
     "OPTIMA_PARTITIONS_START": "First Moscow day of the cabinet x day partitions. Default 2025-01-01.",

@@ -1,0 +1,48 @@
+"""The WB API resource: a ``WbClient`` per cabinet, its token read from the warehouse at run time."""
+
+# No "from __future__ import annotations" here: Dagster reads ResourceDependency from live annotations.
+from dagster import ConfigurableResource, ResourceDependency
+
+from optima_pipelines.cabinets import get_token
+from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.wb import PostgresLimiterStore, RateLimiter, WbClient, WbConfig, token_type_of
+
+
+class WbApi(ConfigurableResource):
+    """WB's seller API for assets: ``with wb.client(cabinet_id) as client: ...``.
+
+    The token is decrypted from the cabinets table when ``client()`` is called and stays inside the
+    client: it is never part of this resource's config, run config, tags or metadata. Rate-limit
+    buckets live in the warehouse (``wb_rate_limits``), so every run of a cabinet, in any process,
+    shares them and honours a pause an earlier run learned. A wait longer than
+    ``max_wait_seconds`` raises ``WbDeferred`` instead of sleeping in the run worker.
+    """
+
+    #: One base URL for every WB category (the simulator's address); None: OPTIMA_WB_BASE_URL,
+    #: else WB's real hosts.
+    base_url: str | None = None
+    max_wait_seconds: float = 5.0
+    #: Only for a simulator running its clock faster; None: OPTIMA_WB_TIME_SCALE (default 1).
+    time_scale: float | None = None
+    warehouse: ResourceDependency[Warehouse]
+
+    def config(self) -> WbConfig:
+        overrides: dict[str, object] = {"max_wait_seconds": self.max_wait_seconds}
+        if self.time_scale is not None:
+            overrides["time_scale"] = self.time_scale
+        if self.base_url:
+            return WbConfig.for_base_url(self.base_url, **overrides)
+        return WbConfig.from_env(**overrides)
+
+    def client(self, cabinet_id: str) -> WbClient:
+        """A client for one cabinet (raises ``UnknownCabinet`` for a cabinet that does not exist).
+        Close it when done, e.g. ``with wb.client(cabinet_id) as client``."""
+        with self.warehouse.connect() as conn:
+            token = get_token(conn, self.warehouse.cipher(), cabinet_id)
+        return WbClient(
+            cabinet_id,
+            token,
+            config=self.config(),
+            limiter=RateLimiter(PostgresLimiterStore(self.warehouse.connect)),
+            token_type=token_type_of(token) or "personal",
+        )

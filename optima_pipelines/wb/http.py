@@ -1,0 +1,375 @@
+"""One request to WB, done right: rate limit first, explicit timeouts, bounded retries, strict parsing.
+
+``Transport.call`` is the only place that sends anything. Per attempt it asks the rate limiter for a
+slot (sleeping a short wait, raising ``WbDeferred`` before sending when the wait is long), sends
+with the cabinet's token, and sorts the outcome:
+
+- 2xx: decoded straight from bytes into the endpoint's typed model; anything malformed raises
+  ``WbResponseError`` naming the field; an unexpected 204 too.
+- 401/403: ``WbAuthError``, never retried.
+- 429: WB's ``X-Ratelimit-Retry`` (else ``X-Ratelimit-Reset``) becomes a pause in the limiter,
+  persisted, so the retry, and any later run of the cabinet, waits for it (or defers).
+- 5xx and network errors: reads retry with exponential backoff and full jitter, bounded in
+  attempts and total time (tenacity). A write is resent only when it demonstrably did not reach
+  WB (connection refused, 429) or after a check of WB's state says it did not take effect;
+  idempotent writes (WB deduplicates identical price tasks) may be resent as they are.
+- other 4xx: ``WbRequestError`` with WB's own explanation.
+
+The token lives in a private ``httpx.Auth`` and is never formatted into anything else.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+import msgspec
+import tenacity
+
+from optima_pipelines.wb.config import WbConfig
+from optima_pipelines.wb.errors import WbAuthError, WbError, WbRequestError, WbResponseError, WbUnavailable
+from optima_pipelines.wb.limiter import RateLimiter
+from optima_pipelines.wb.limits import TOKEN_TYPES, LimitRule, rule_for
+
+log = logging.getLogger("optima_pipelines.wb")
+
+T = TypeVar("T")
+
+#: A JWT (WB's tokens) or any other header-safe token: visible ASCII only, so that no
+#: library ever has to report an illegal header value (with the value in the message).
+_TOKEN_RE = re.compile(r"^[!-~]{16,8192}$")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    category: str
+    path: str
+    group: str
+    write: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.category} {self.path}"
+
+
+class _Outcome(Exception):
+    """An attempt that may be retried. ``sent``: whether WB may have acted on it."""
+
+    def __init__(self, description: str, *, sent: bool, rate_limited: bool = False):
+        super().__init__(description)
+        self.description = description
+        self.sent = sent
+        self.rate_limited = rate_limited
+
+
+class _TokenAuth(httpx.Auth):
+    def __init__(self, token: str):
+        self._header = f"Bearer {token}"
+
+    def __repr__(self) -> str:
+        return "_TokenAuth(<token hidden>)"
+
+    def auth_flow(self, request: httpx.Request):  # type: ignore[no-untyped-def]
+        request.headers["Authorization"] = self._header
+        yield request
+
+
+def check_token(cabinet_id: str, token: str) -> str:
+    token = (token or "").strip()
+    if not _TOKEN_RE.match(token):
+        raise WbAuthError(
+            cabinet_id=cabinet_id,
+            endpoint="(no request sent)",
+            status=None,
+            detail="the stored token is not a WB API token (empty, too short, or with spaces or non-ASCII characters)",
+        )
+    return token
+
+
+def token_type_of(token: str) -> str | None:
+    """The token type from a WB JWT's payload (``acc``: 1 base, 2 test, 3 personal, 4 service);
+    None when the token is not a readable JWT. The signature is not checked: WB does that."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:
+        return None
+    acc = payload.get("acc") if isinstance(payload, dict) else None
+    return {1: "base", 2: "test", 3: "personal", 4: "service"}.get(acc) if isinstance(acc, int) else None
+
+
+def _field_path(message: str) -> tuple[str, str | None]:
+    """msgspec's "Expected `int`, got `str` - at `$[3].nmId`" → (problem, "$[3].nmId")."""
+    problem, sep, where = message.rpartition(" - at `")
+    if not sep:
+        return message, None
+    path = where.rstrip("`")
+    missing = re.match(r"Object missing required field `([^`]+)`", problem)
+    if missing:
+        return f"required field {missing.group(1)!r} is missing", f"{path}.{missing.group(1)}"
+    return problem, path
+
+
+def _detail(response: httpx.Response) -> str:
+    """WB's explanation from an error body, whatever the service's shape (wb-api.md §1.4)."""
+    try:
+        body = response.json()
+    except ValueError:
+        text = response.text.strip()
+        return text[:300] or response.reason_phrase
+    if isinstance(body, dict):
+        for key in ("detail", "errorText", "message", "error", "title"):
+            value = body.get(key)
+            if isinstance(value, str) and value:
+                return value[:300]
+        errors = body.get("errors")
+        if errors:
+            return str(errors)[:300]
+    return str(body)[:300]
+
+
+def _header_seconds(response: httpx.Response, name: str) -> float | None:
+    raw = response.headers.get(name)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+
+
+class Transport:
+    """The HTTP side of one WbClient: one connection pool, the limiter, the retry policy."""
+
+    def __init__(
+        self,
+        cabinet_id: str,
+        token: str,
+        *,
+        config: WbConfig,
+        limiter: RateLimiter,
+        token_type: str,
+        sleep: Callable[[float], None] = time.sleep,
+        event_hooks: dict[str, list[Callable[..., Any]]] | None = None,
+    ):
+        if token_type not in TOKEN_TYPES:
+            raise ValueError(f"unknown WB token type {token_type!r}: expected one of {', '.join(TOKEN_TYPES)}")
+        self.cabinet_id = cabinet_id
+        self.config = config
+        self.limiter = limiter
+        self.token_type = token_type
+        self._sleep = sleep
+        self._http = httpx.Client(
+            auth=_TokenAuth(check_token(cabinet_id, token)),
+            timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
+            limits=httpx.Limits(max_connections=8, max_keepalive_connections=4),
+            headers={"User-Agent": config.user_agent, "Accept": "application/json"},
+            follow_redirects=False,
+            event_hooks=event_hooks,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def rule(self, endpoint: Endpoint) -> LimitRule:
+        rule = rule_for(endpoint.group, self.token_type)
+        if rule is None:
+            raise WbRequestError(
+                cabinet_id=self.cabinet_id,
+                endpoint=str(endpoint),
+                status=None,
+                detail=f"WB does not allow a {self.token_type} token to call this method",
+            )
+        return rule.scaled(self.config.time_scale)
+
+    # -- one attempt ------------------------------------------------------------------------
+
+    def _send(self, endpoint: Endpoint, params: dict[str, Any] | None, body: bytes | None) -> httpx.Response:
+        rule = self.rule(endpoint)
+        self.limiter.acquire(
+            self.cabinet_id, endpoint.group, rule, max_wait=self.config.max_wait_seconds, endpoint=str(endpoint)
+        )
+        headers = {"Content-Type": "application/json"} if body is not None else None
+        started = time.monotonic()
+        try:
+            response = self._http.request(
+                endpoint.method,
+                self.config.url(endpoint.category, endpoint.path),
+                params=params,
+                content=body,
+                headers=headers,
+            )
+        except _NOT_SENT as exc:
+            raise _Outcome(f"cannot connect ({exc.__class__.__name__})", sent=False) from None
+        except httpx.TransportError as exc:
+            raise _Outcome(f"network error ({exc.__class__.__name__})", sent=True) from None
+        elapsed = time.monotonic() - started
+        log.debug(
+            "WB %s for cabinet %s: HTTP %s in %.2f s, %d bytes",
+            endpoint,
+            self.cabinet_id,
+            response.status_code,
+            elapsed,
+            len(response.content),
+        )
+        status = response.status_code
+        if status in (401, 403):
+            raise WbAuthError(
+                cabinet_id=self.cabinet_id, endpoint=str(endpoint), status=status, detail=_detail(response)
+            )
+        if status == 429:
+            retry = _header_seconds(response, "X-Ratelimit-Retry")
+            if retry is None:
+                retry = _header_seconds(response, "X-Ratelimit-Reset")
+            if retry is not None:
+                seconds = retry / self.config.time_scale
+                self.limiter.record_pause(
+                    self.cabinet_id,
+                    endpoint.group,
+                    rule,
+                    seconds,
+                    f"WB answered 429 to {endpoint} with a {retry:g} s pause",
+                )
+            raise _Outcome(f"HTTP 429 ({_detail(response)})", sent=False, rate_limited=retry is not None)
+        if status >= 500:
+            raise _Outcome(f"HTTP {status}", sent=True)
+        if status >= 400:
+            raise WbRequestError(
+                cabinet_id=self.cabinet_id, endpoint=str(endpoint), status=status, detail=_detail(response)
+            )
+        remaining = response.headers.get("X-Ratelimit-Remaining")
+        if remaining is not None and remaining.isdigit():
+            self.limiter.observe_remaining(self.cabinet_id, endpoint.group, rule, int(remaining))
+        return response
+
+    # -- retries ----------------------------------------------------------------------------
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, _Outcome) and exc.rate_limited:
+            return 0.0  # the limiter holds the pause WB asked for: the next acquire waits or defers
+        return tenacity.wait_random_exponential(
+            multiplier=self.config.backoff_base_seconds, max=self.config.backoff_max_seconds
+        )(state)
+
+    def _before_sleep(self, state: tenacity.RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning(
+            "WB request for cabinet %s failed (%s), attempt %d of %d; retrying",
+            self.cabinet_id,
+            exc,
+            state.attempt_number,
+            self.config.max_attempts,
+        )
+
+    def call(
+        self,
+        endpoint: Endpoint,
+        *,
+        params: dict[str, Any] | None = None,
+        json_body: Any = None,
+        idempotent: bool | None = None,
+        verify: Callable[[], bool] | None = None,
+    ) -> httpx.Response | None:
+        """Send with retries; returns the 2xx response.
+
+        Reads are retried on any transient failure. A write (``endpoint.write``) is resent after a
+        failure only when it was not sent (connect error, 429), when ``idempotent``, or when
+        ``verify()`` (a read of WB's state) says it did not take effect. When ``verify()`` says it
+        did, the call returns None: applied, but no response to show. When nothing can tell, the
+        failure is ``WbUnavailable`` with ``outcome_unknown``.
+        """
+        body = msgspec.json.encode(json_body) if json_body is not None else None
+        resend_ok = not endpoint.write if idempotent is None else idempotent
+        attempts = 0
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.config.max_attempts)
+            | tenacity.stop_after_delay(self.config.retry_budget_seconds),
+            wait=self._wait,
+            retry=tenacity.retry_if_exception_type(_Outcome),
+            sleep=self._sleep,
+            before_sleep=self._before_sleep,
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    attempts += 1
+                    try:
+                        return self._send(endpoint, params, body)
+                    except _Outcome as outcome:
+                        if outcome.sent and not resend_ok:
+                            if self._took_effect(endpoint, outcome, attempts, verify):
+                                return None
+                        raise
+        except _Outcome as outcome:
+            raise WbUnavailable(
+                cabinet_id=self.cabinet_id, endpoint=str(endpoint), attempts=attempts, last_error=outcome.description
+            ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _took_effect(
+        self, endpoint: Endpoint, outcome: _Outcome, attempts: int, verify: Callable[[], bool] | None
+    ) -> bool:
+        """After a write that WB may have received: did it take effect? Raises when nobody can tell."""
+        unknown = WbUnavailable(
+            cabinet_id=self.cabinet_id,
+            endpoint=str(endpoint),
+            attempts=attempts,
+            last_error=outcome.description,
+            outcome_unknown=True,
+        )
+        if verify is None:
+            raise unknown
+        try:
+            applied = verify()
+        except WbError as exc:
+            log.warning("WB %s for cabinet %s: the check after %s failed: %s", endpoint, self.cabinet_id, outcome, exc)
+            raise unknown from None
+        log.info(
+            "WB %s for cabinet %s failed (%s); WB's state shows it %s",
+            endpoint,
+            self.cabinet_id,
+            outcome,
+            "took effect" if applied else "did not take effect: resending",
+        )
+        return applied
+
+    def decode(self, endpoint: Endpoint, response: httpx.Response, model: type[T], *, empty: T | None = None) -> T:
+        """Parse a 2xx body into ``model``. ``empty`` is what a 204 (or an empty body) means; without
+        it a 204 is a malformed answer: WB promised content."""
+        if response.status_code == 204 or not response.content:
+            if empty is not None:
+                return empty
+            raise WbResponseError(
+                cabinet_id=self.cabinet_id,
+                endpoint=str(endpoint),
+                problem=f"HTTP {response.status_code} with no content where data was expected",
+            )
+        try:
+            return msgspec.json.decode(response.content, type=model)
+        except msgspec.ValidationError as exc:
+            problem, field = _field_path(str(exc))
+            raise WbResponseError(
+                cabinet_id=self.cabinet_id, endpoint=str(endpoint), problem=problem, field=field
+            ) from None
+        except msgspec.DecodeError as exc:
+            raise WbResponseError(
+                cabinet_id=self.cabinet_id, endpoint=str(endpoint), problem=f"invalid JSON: {exc}"
+            ) from None
+
+    def fail(self, endpoint: Endpoint, problem: str, field: str | None = None) -> WbError:
+        return WbResponseError(cabinet_id=self.cabinet_id, endpoint=str(endpoint), problem=problem, field=field)
