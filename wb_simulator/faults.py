@@ -1,0 +1,162 @@
+"""Fault injection per endpoint: server errors, throttling, latency, broken bodies.
+
+A rule matches requests by a glob over ``"<METHOD> <category><wb path>"`` without the query, e.g.
+``"GET statistics/api/v1/supplier/orders"``, ``"*supplier/orders"``, ``"statistics/*"`` (a pattern
+without a method matches any method). Every rule draws from its own ``random.Random`` seeded from the
+simulator's seed and the rule's position, one draw per matching request, so the same sequence of
+requests meets the same faults: a storm test is reproducible.
+
+Kinds, checked in this order on each matching request (the first that fires wins):
+
+- ``error_rate``: a 5xx (500, 502, 503 or 504) with a short JSON body;
+- ``rate_429``: a 429 with WB's gateway body and ``X-Ratelimit-*`` headers (Retry 1 s);
+- ``empty_204``: 204 with no body where data was expected;
+- ``truncate``: the real body cut in half (invalid JSON), status 200;
+- ``malformed``: a 200 whose body is not JSON at all;
+- ``wrong_types``: the real body with the first row's fields given the wrong JSON types
+  (numbers as strings, strings as numbers);
+- ``latency_s``: added before the answer, for every matching request, or only for a
+  ``latency_spike_rate`` fraction of them.
+
+The body kinds take ``True`` (every matching request) or a rate between 0 and 1. ``times`` bounds
+how many faults the rule injects in total (latency not counted); None means no bound.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import random
+import threading
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class FaultRule:
+    pattern: str
+    error_rate: float = 0.0
+    rate_429: float = 0.0
+    latency_s: float = 0.0
+    latency_spike_rate: float | None = None
+    truncate: float = 0.0
+    malformed: float = 0.0
+    wrong_types: float = 0.0
+    empty_204: float = 0.0
+    times: int | None = None
+    fired: int = 0
+    rng: random.Random = field(default_factory=random.Random, repr=False)
+
+    def matches(self, method: str, target: str) -> bool:
+        pattern = self.pattern
+        if " " in pattern:
+            want_method, pattern = pattern.split(" ", 1)
+            if want_method.upper() != method.upper() and want_method != "*":
+                return False
+        return fnmatch.fnmatchcase(target, pattern) or fnmatch.fnmatchcase(target, pattern.lstrip("/"))
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What happens to one request: ``kind`` is None when only latency applies."""
+
+    kind: str | None
+    status: int = 200
+    latency_s: float = 0.0
+
+
+_KINDS = ("error_rate", "rate_429", "empty_204", "truncate", "malformed", "wrong_types")
+
+
+def _rate(value: Any, name: str) -> float:
+    if value is True:
+        return 1.0
+    if value is False or value is None:
+        return 0.0
+    rate = float(value)
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"{name} must be a rate between 0 and 1 (or True/False), got {value!r}")
+    return rate
+
+
+class Faults:
+    """The simulator's fault rules: ``sim.faults.set(...)``, ``sim.faults.clear()``."""
+
+    def __init__(self, seed: int):
+        self._seed = seed
+        self._lock = threading.Lock()
+        self._rules: list[FaultRule] = []
+        self._count = 0
+
+    def set(
+        self,
+        endpoint_pattern: str,
+        *,
+        error_rate: float = 0.0,
+        rate_429: float = 0.0,
+        latency_s: float = 0.0,
+        latency_spike_rate: float | None = None,
+        truncate: bool | float = False,
+        malformed: bool | float = False,
+        wrong_types: bool | float = False,
+        empty_204: bool | float = False,
+        times: int | None = None,
+    ) -> FaultRule:
+        """Add a rule (rules added later are checked first); returns it (``rule.fired`` counts its faults)."""
+        if latency_s < 0:
+            raise ValueError(f"latency_s must not be negative, got {latency_s!r}")
+        if times is not None and times < 0:
+            raise ValueError(f"times must be None or at least 0, got {times!r}")
+        with self._lock:
+            self._count += 1
+            rule = FaultRule(
+                pattern=endpoint_pattern,
+                error_rate=_rate(error_rate, "error_rate"),
+                rate_429=_rate(rate_429, "rate_429"),
+                latency_s=float(latency_s),
+                latency_spike_rate=None
+                if latency_spike_rate is None
+                else _rate(latency_spike_rate, "latency_spike_rate"),
+                truncate=_rate(truncate, "truncate"),
+                malformed=_rate(malformed, "malformed"),
+                wrong_types=_rate(wrong_types, "wrong_types"),
+                empty_204=_rate(empty_204, "empty_204"),
+                times=times,
+                rng=random.Random(zlib.crc32(f"{self._seed}:fault:{self._count}".encode())),
+            )
+            self._rules.insert(0, rule)
+            return rule
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rules.clear()
+
+    @property
+    def rules(self) -> list[FaultRule]:
+        with self._lock:
+            return list(self._rules)
+
+    def decide(self, method: str, target: str) -> Fault:
+        """The fault (if any) for one request to ``target`` (``category/path``)."""
+        latency = 0.0
+        with self._lock:
+            for rule in self._rules:
+                if not rule.matches(method, target):
+                    continue
+                if rule.latency_s and not latency:
+                    spike = rule.latency_spike_rate
+                    if spike is None or rule.rng.random() < spike:
+                        latency = rule.latency_s
+                if rule.times is not None and rule.fired >= rule.times:
+                    continue
+                draw = rule.rng.random()
+                edge = 0.0
+                for kind in _KINDS:
+                    edge += getattr(rule, kind)
+                    if draw < edge:
+                        rule.fired += 1
+                        status = {"error_rate": rule.rng.choice((500, 502, 503, 504)), "rate_429": 429}.get(kind, 200)
+                        if kind == "empty_204":
+                            status = 204
+                        return Fault(kind, status, latency)
+        return Fault(None, 200, latency)

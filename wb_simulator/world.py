@@ -1,0 +1,527 @@
+"""One cabinet's world: its catalog, and orders whose whole life is drawn when they are placed.
+
+Every order is generated with its fate: when it is cancelled, or when it is bought out and maybe
+returned, and whether the buyer leaves a feedback. Those events lie in the (simulated) future; what
+the API shows at time T is exactly the events at or before T. Moving the clock therefore "makes
+things happen" (cancellations, sales, returns of older orders) without any further randomness, and
+a day's data never depends on when or how often it was looked at. Direct mutators
+(``cancel_order``, ``return_sale``) rewrite an order's fate at the current time.
+
+Days are generated lazily, in order, from seeds derived from (simulator seed, cabinet, Moscow day),
+with numpy drawing a whole day at once; an order is a small ``__slots__`` object.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import heapq
+import re
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wb_simulator import catalogs
+from wb_simulator.timefmt import DAY, day_number, day_start
+
+CABINET_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class CabinetSpec:
+    """What one simulated seller cabinet looks like. Everything else follows from the seed."""
+
+    id: str
+    products: int = 40
+    orders_per_day: int = 300
+    history_days: int = 100
+    campaigns: int = 4
+    name: str | None = None
+    #: Share of orders cancelled (by the buyer, or not picked up); the rest are bought out.
+    cancel_rate: float = 0.12
+    #: Share of bought-out orders returned later.
+    return_rate: float = 0.06
+    #: Share of bought-out orders that get a feedback.
+    feedback_rate: float = 0.08
+    questions_per_day: float = 3.0
+
+    def __post_init__(self) -> None:
+        if not CABINET_ID_RE.match(self.id):
+            raise ValueError(f"cabinet id must be 1-64 letters, digits, '_', '.' or '-', got {self.id!r}")
+        for name in ("products", "history_days"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"CabinetSpec.{name} must be at least 1, got {getattr(self, name)!r}")
+        if self.orders_per_day < 0 or self.campaigns < 0 or self.questions_per_day < 0:
+            raise ValueError("CabinetSpec.orders_per_day, campaigns and questions_per_day must not be negative")
+        for name in ("cancel_rate", "return_rate", "feedback_rate"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"CabinetSpec.{name} must be between 0 and 1, got {getattr(self, name)!r}")
+
+
+def seed_of(*parts: object) -> int:
+    """A stable 32-bit seed from any parts (never Python's salted hash())."""
+    return zlib.crc32(":".join(str(p) for p in parts).encode())
+
+
+def rng_for(*parts: object) -> np.random.Generator:
+    return np.random.default_rng(seed_of(*parts))
+
+
+def uuid_from(*parts: object) -> str:
+    h = hashlib.sha256(":".join(str(p) for p in parts).encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:32]}"
+
+
+class Size:
+    __slots__ = ("barcode", "chrt_id", "tech_size", "wb_size")
+
+    def __init__(self, chrt_id: int, tech_size: str, wb_size: str, barcode: str):
+        self.chrt_id = chrt_id
+        self.tech_size = tech_size
+        self.wb_size = wb_size
+        self.barcode = barcode
+
+
+class Product:
+    __slots__ = (
+        "brand",
+        "category",
+        "club_discount",
+        "commission",
+        "created_ts",
+        "discount",
+        "idx",
+        "imt_id",
+        "nm_id",
+        "price",
+        "sizes",
+        "subject_id",
+        "subject_name",
+        "title",
+        "updated_ts",
+        "vendor_code",
+    )
+
+    def __init__(self, **values: Any):
+        for k, v in values.items():
+            setattr(self, k, v)
+
+    @property
+    def discounted_kopecks(self) -> int:
+        """Price after the seller's discount, in kopecks."""
+        return round(self.price * (100 - self.discount))
+
+
+class Order:
+    """One order (one unit) and its fate. Times are Unix seconds; None means "never"."""
+
+    __slots__ = (
+        "cancel_at",
+        "date",
+        "discount",
+        "feedback_at",
+        "fin_k",
+        "g_number",
+        "idx",
+        "income_id",
+        "lcd0",
+        "product",
+        "pwd_k",
+        "region",
+        "return_at",
+        "sale_at",
+        "size",
+        "spp",
+        "srid",
+        "sticker",
+        "total_price",
+        "warehouse",
+    )
+
+    def __init__(self) -> None:
+        self.cancel_at: int | None = None
+        self.sale_at: int | None = None
+        self.return_at: int | None = None
+        self.feedback_at: int | None = None
+
+    def last_change(self, t: int) -> int:
+        """``lastChangeDate`` as seen at time ``t``: creation, or a cancellation that has happened."""
+        c = self.cancel_at
+        return c if c is not None and c <= t else self.lcd0
+
+    @property
+    def sale_id(self) -> str:
+        return f"S{9_000_000_000 + self.idx}"
+
+    @property
+    def return_id(self) -> str:
+        return f"R{9_000_000_000 + self.idx}"
+
+    @property
+    def for_pay_k(self) -> int:
+        """What WB pays the seller for the sale, kopecks (the report's forPay; the sales feed's forPay)."""
+        commission = round(self.pwd_k * self.product.commission / 100)
+        acquiring = round(self.pwd_k * ACQUIRING_PERCENT / 100)
+        return self.pwd_k - commission - acquiring
+
+
+#: Acquiring fee, % of the sale amount (the report's acquiringPercent).
+ACQUIRING_PERCENT = 1.5
+
+
+class Campaign:
+    __slots__ = (
+        "advert_id",
+        "associated",
+        "base_bids",
+        "bid_type",
+        "bids",
+        "created_ts",
+        "end_dn",
+        "name",
+        "nm_ids",
+        "payment_type",
+        "placements",
+        "start_dn",
+        "started_ts",
+        "status",
+        "updated_ts",
+    )
+
+    def __init__(self, **values: Any):
+        for k, v in values.items():
+            setattr(self, k, v)
+
+
+class Cabinet:
+    """The generated world of one cabinet, extended day by day as the clock moves."""
+
+    def __init__(self, spec: CabinetSpec, index: int, seed: int, first_dn: int):
+        self.spec = spec
+        self.index = index
+        self.seed = seed
+        self.id = spec.id
+        self.sid = uuid_from(seed, "sid", spec.id)
+        self.name = spec.name or f"ИП Продавец {index + 1}"
+        self.tin = f"77{seed_of(seed, 'tin', spec.id) % 10**8:08d}"
+        self.first_dn = first_dn
+        self.next_dn = first_dn  # first day not generated yet
+        self.products: list[Product] = []
+        self.by_nm: dict[int, Product] = {}
+        self.orders: list[Order] = []
+        self.order_ts: list[int] = []  # creation times, ascending (orders are appended in time order)
+        self.by_srid: dict[str, Order] = {}
+        # Change events, sorted: orders (time, order idx); sales (time, order idx, 0 sale / 1 return).
+        self.order_events: list[tuple[int, int]] = []
+        self.sale_events: list[tuple[int, int, int]] = []
+        self.feedback_events: list[tuple[int, int]] = []
+        self.question_events: list[tuple[int, int, int]] = []  # (time, seq, product idx)
+        self.campaigns: list[Campaign] = []
+        self._nm_day_cache: dict[int, dict[int, list[int]]] = {}
+        self.ads_cache: dict[int, dict[int, dict[str, Any]]] = {}
+        self._make_catalog()
+        self._make_campaigns()
+
+    # -- catalog ---------------------------------------------------------------------------------
+
+    def _make_catalog(self) -> None:
+        rng = rng_for(self.seed, "catalog", self.id)
+        n = self.spec.products
+        nm_ids = sorted(set(int(x) for x in rng.integers(100_000_000, 900_000_000, n * 2)))[:n]
+        nm_ids = [int(x) for x in rng.permutation(nm_ids)]
+        base_ts = day_start(self.first_dn) - 30 * DAY
+        chrt = 300_000_000 + int(rng.integers(0, 10_000_000))
+        for i, nm in enumerate(nm_ids):
+            subject = catalogs.SUBJECTS[int(rng.integers(0, len(catalogs.SUBJECTS)))]
+            brand = catalogs.BRANDS[int(rng.integers(0, len(catalogs.BRANDS)))]
+            size_set = catalogs.SIZE_SETS[int(rng.integers(0, len(catalogs.SIZE_SETS)))]
+            sizes = []
+            for tech in size_set:
+                chrt += int(rng.integers(1, 50))
+                barcode = f"20{int(rng.integers(10**10, 10**11 - 1)):011d}"
+                sizes.append(Size(chrt, tech, "" if tech == "0" else tech, barcode))
+            created = base_ts + int(rng.integers(0, 20 * DAY))
+            product = Product(
+                idx=i,
+                nm_id=nm,
+                imt_id=nm // 2 + 17,
+                vendor_code=f"{self.id.upper()}-{i + 1:04d}",
+                brand=brand,
+                subject_id=subject[0],
+                subject_name=subject[1],
+                category=subject[2],
+                commission=subject[3],
+                title=f"{subject[1]} {catalogs.ADJECTIVES[i % len(catalogs.ADJECTIVES)]} {brand}",
+                sizes=sizes,
+                price=int(rng.integers(6, 100)) * 50,
+                discount=int(rng.choice([0, 10, 15, 20, 25, 30, 40, 50])),
+                club_discount=int(rng.choice([0, 3, 5])),
+                created_ts=created,
+                updated_ts=created + int(rng.integers(0, 5 * DAY)),
+            )
+            self.products.append(product)
+            self.by_nm[nm] = product
+        weights = 1.0 / np.arange(1, n + 1) ** 0.8  # a few bestsellers, a long tail
+        self.popularity = weights / weights.sum()
+
+    def _make_campaigns(self) -> None:
+        rng = rng_for(self.seed, "campaigns", self.id)
+        last_dn = self.first_dn + self.spec.history_days
+        statuses = [9, 11, 7, 4, 9, 8, 9, 11]
+        for i in range(self.spec.campaigns):
+            status = statuses[i % len(statuses)]
+            k = min(len(self.products), int(rng.integers(2, 6)))
+            picks = rng.choice(len(self.products), size=min(len(self.products), k + 2), replace=False)
+            nm_ids = [self.products[int(j)].nm_id for j in picks[:k]]
+            associated = [self.products[int(j)].nm_id for j in picks[k:]]
+            start_dn = self.first_dn + int(rng.integers(0, max(1, self.spec.history_days // 2)))
+            end_dn: int | None = None
+            if status in (7, 11, 8):
+                end_dn = min(last_dn - 1, start_dn + int(rng.integers(5, 30)))
+            unified = i % 3 == 1
+            payment = "cpc" if i % 2 == 1 else "cpm"
+            created = day_start(start_dn) - int(rng.integers(3600, 3 * DAY))
+            bids: dict[int, dict[str, int]] = {}
+            for nm in nm_ids:
+                search = min_bid(payment, nm, "search") + int(rng.integers(0, 40)) * 100
+                recommendations = min_bid(payment, nm, "recommendations") + int(rng.integers(0, 40)) * 100
+                if unified:
+                    search = recommendations = max(search, recommendations)
+                bids[nm] = {"search": search, "recommendations": recommendations}
+            self.campaigns.append(
+                Campaign(
+                    advert_id=20_000_000 + seed_of(self.seed, "advert", self.id, i) % 10_000_000,
+                    name=f"Кампания {i + 1}",
+                    status=status,
+                    bid_type="unified" if unified else "manual",
+                    payment_type=payment,
+                    placements={"search": True, "recommendations": unified or i % 2 == 0},
+                    nm_ids=nm_ids,
+                    associated=associated,
+                    bids=bids,
+                    base_bids={nm: b["search"] for nm, b in bids.items()},
+                    start_dn=start_dn if status != 4 else None,
+                    end_dn=end_dn,
+                    created_ts=created,
+                    started_ts=None if status == 4 else day_start(start_dn) + 9 * 3600,
+                    updated_ts=created + 3600,
+                )
+            )
+
+    def campaign(self, advert_id: int) -> Campaign | None:
+        for c in self.campaigns:
+            if c.advert_id == advert_id:
+                return c
+        return None
+
+    # -- orders ----------------------------------------------------------------------------------
+
+    def ensure(self, t: int) -> None:
+        """Generate every day up to and including the Moscow day of ``t``."""
+        last = day_number(t)
+        while self.next_dn <= last:
+            self._generate_day(self.next_dn)
+            self.next_dn += 1
+
+    def _generate_day(self, dn: int) -> None:
+        spec = self.spec
+        rng = rng_for(self.seed, "orders", self.id, dn)
+        weekday = (dn + 3) % 7  # 1970-01-01 was a Thursday
+        trend = 1.0 + 0.002 * (dn - self.first_dn)
+        n = (
+            int(rng.poisson(spec.orders_per_day * catalogs.WEEKDAY_FACTORS[weekday] * trend))
+            if spec.orders_per_day
+            else 0
+        )
+        start = day_start(dn)
+        hours = np.array(catalogs.HOUR_WEIGHTS)
+        secs = np.sort(
+            rng.choice(24, size=n, p=hours / hours.sum()) * 3600 + rng.integers(0, 3600, size=n)
+        )  # ascending times within the day
+        products = rng.choice(len(self.products), size=n, p=self.popularity)
+        size_draw = rng.random(n)
+        warehouses = rng.integers(0, len(catalogs.STOCK_WAREHOUSES), size=n)
+        regions = rng.choice(
+            len(catalogs.REGIONS), size=n, p=np.array(catalogs.REGION_WEIGHTS) / sum(catalogs.REGION_WEIGHTS)
+        )
+        lcd_delay = rng.integers(60, 1800, size=n)
+        fate = rng.random(n)
+        cancel_delay = rng.integers(2 * 3600, 3 * DAY, size=n)
+        sale_delay = rng.integers(DAY // 2, 7 * DAY, size=n)
+        returned = rng.random(n) < spec.return_rate
+        return_delay = rng.integers(DAY, 14 * DAY, size=n)
+        feedback = rng.random(n) < spec.feedback_rate
+        feedback_delay = rng.integers(3600, 5 * DAY, size=n)
+        spp = rng.choice([0, 5, 10, 15, 20, 25, 30], size=n)
+        srid_hi = rng.integers(0, 2**62, size=n)
+        gnum = rng.integers(10**18, 9 * 10**18, size=n)
+        sticker = rng.integers(10**9, 9 * 10**9, size=n)
+        income_base = 50_000_000 + (dn // 7) * 100
+        orders, order_ts = self.orders, self.order_ts
+        new_order_events: list[tuple[int, int]] = []
+        new_sale_events: list[tuple[int, int, int]] = []
+        new_feedback_events: list[tuple[int, int]] = []
+        for i in range(n):
+            o = Order()
+            o.idx = len(orders)
+            p = self.products[int(products[i])]
+            o.product = p
+            o.size = p.sizes[int(size_draw[i] * len(p.sizes))]
+            ts = start + int(secs[i])
+            o.date = ts
+            o.lcd0 = ts + int(lcd_delay[i])
+            o.srid = f"{int(srid_hi[i]):016x}{self.index:02x}{o.idx:08x}"
+            o.g_number = str(int(gnum[i]))
+            o.sticker = str(int(sticker[i]))
+            o.warehouse = int(warehouses[i])
+            o.region = int(regions[i])
+            o.income_id = income_base + o.warehouse
+            o.total_price = p.price
+            o.discount = p.discount
+            o.spp = int(spp[i])
+            o.pwd_k = p.discounted_kopecks
+            o.fin_k = round(o.pwd_k * (100 - o.spp) / 100)
+            if fate[i] < spec.cancel_rate:
+                o.cancel_at = ts + int(cancel_delay[i])
+            else:
+                o.sale_at = ts + int(sale_delay[i])
+                if returned[i]:
+                    o.return_at = o.sale_at + int(return_delay[i])
+                if feedback[i]:
+                    o.feedback_at = o.sale_at + int(feedback_delay[i])
+            orders.append(o)
+            order_ts.append(ts)
+            self.by_srid[o.srid] = o
+            new_order_events.append((o.lcd0, o.idx))
+            if o.cancel_at is not None:
+                new_order_events.append((o.cancel_at, o.idx))
+            if o.sale_at is not None:
+                new_sale_events.append((o.sale_at, o.idx, 0))
+            if o.return_at is not None:
+                new_sale_events.append((o.return_at, o.idx, 1))
+            if o.feedback_at is not None:
+                new_feedback_events.append((o.feedback_at, o.idx))
+        _merge(self.order_events, new_order_events)
+        _merge(self.sale_events, new_sale_events)
+        _merge(self.feedback_events, new_feedback_events)
+        q = int(rng.poisson(spec.questions_per_day))
+        for j, (sec, pi) in enumerate(
+            zip(
+                np.sort(rng.integers(0, DAY, size=q)),
+                rng.choice(len(self.products), size=q, p=self.popularity),
+                strict=True,
+            )
+        ):
+            bisect.insort(self.question_events, (start + int(sec), dn * 1000 + j, int(pi)))
+
+    def visible(self, o: Order, t: int, retention_from: int) -> bool:
+        return o.lcd0 <= t and o.date >= retention_from
+
+    def orders_changed_since(self, since: int, t: int, retention_from: int, cap: int) -> list[Order]:
+        """Orders whose lastChangeDate (as of ``t``) is in [since, t], ordered by it; at most ``cap``."""
+        out: list[Order] = []
+        events = self.order_events
+        orders = self.orders
+        i = bisect.bisect_left(events, (since, -1))
+        n = len(events)
+        while i < n and len(out) < cap:
+            ts, idx = events[i]
+            i += 1
+            if ts > t:
+                break
+            o = orders[idx]
+            if o.last_change(t) == ts and o.date >= retention_from:
+                out.append(o)
+        return out
+
+    def orders_of_day(self, dn: int) -> list[Order]:
+        lo = bisect.bisect_left(self.order_ts, day_start(dn))
+        hi = bisect.bisect_left(self.order_ts, day_start(dn + 1))
+        return self.orders[lo:hi]
+
+    def sales_since(self, since: int, t: int, retention_from: int, cap: int) -> list[tuple[Order, int]]:
+        """(order, 0 sale / 1 return) rows with date in [since, t], ordered by it; at most ``cap``."""
+        out: list[tuple[Order, int]] = []
+        events = self.sale_events
+        i = bisect.bisect_left(events, (since, -1, -1))
+        n = len(events)
+        while i < n and len(out) < cap:
+            ts, idx, kind = events[i]
+            i += 1
+            if ts > t:
+                break
+            o = self.orders[idx]
+            if (o.return_at if kind else o.sale_at) == ts and o.date >= retention_from:
+                out.append((o, kind))
+        return out
+
+    def sales_between(self, lo: int, hi: int, t: int) -> list[tuple[Order, int]]:
+        """Every sale/return row with date in [lo, hi) and at or before ``t`` (no retention cut)."""
+        out = []
+        events = self.sale_events
+        i = bisect.bisect_left(events, (lo, -1, -1))
+        end = min(hi, t + 1)
+        while i < len(events) and events[i][0] < end:
+            ts, idx, kind = events[i]
+            i += 1
+            o = self.orders[idx]
+            if (o.return_at if kind else o.sale_at) == ts:
+                out.append((o, kind))
+        return out
+
+    def nm_day_orders(self, dn: int, t: int) -> dict[int, list[int]]:
+        """nm_id → [orders placed that day and visible at t, their priceWithDisc in kopecks]."""
+        complete = day_start(dn + 1) + 1800 <= t  # every order of the day is visible: cacheable
+        if complete and dn in self._nm_day_cache:
+            return self._nm_day_cache[dn]
+        out: dict[int, list[int]] = {}
+        for o in self.orders_of_day(dn):
+            if o.lcd0 <= t:
+                acc = out.setdefault(o.product.nm_id, [0, 0])
+                acc[0] += 1
+                acc[1] += o.pwd_k
+        if complete:
+            self._nm_day_cache[dn] = out
+        return out
+
+    # -- mutations -------------------------------------------------------------------------------
+
+    def cancel(self, o: Order, t: int) -> None:
+        if o.cancel_at is not None and o.cancel_at <= t:
+            raise ValueError(f"order {o.srid} is already cancelled")
+        if o.sale_at is not None and o.sale_at <= t:
+            raise ValueError(f"order {o.srid} is already bought out; return it instead")
+        o.cancel_at = max(t, o.lcd0 + 1)
+        o.sale_at = o.return_at = o.feedback_at = None
+        bisect.insort(self.order_events, (o.cancel_at, o.idx))
+
+    def return_(self, o: Order, t: int) -> None:
+        if o.sale_at is None or o.sale_at > t:
+            raise ValueError(f"order {o.srid} has not been bought out yet")
+        if o.return_at is not None and o.return_at <= t:
+            raise ValueError(f"order {o.srid} is already returned")
+        o.return_at = t
+        bisect.insort(self.sale_events, (t, o.idx, 1))
+
+
+def _merge(events: list[Any], new: list[Any]) -> None:
+    """Merge ``new`` into the sorted ``events``. New events of a day all fall at or after its start,
+    so only the tail of future events already scheduled has to be re-sorted."""
+    if not new:
+        return
+    new.sort()
+    pos = bisect.bisect_left(events, new[0])
+    tail = events[pos:]
+    del events[pos:]
+    events.extend(heapq.merge(tail, new))
+
+
+def min_bid(payment_type: str, nm_id: int, placement: str) -> int:
+    """WB's minimum bid for a product and placement, kopecks: CPC from 150, CPM from 12500 (500 more
+    in recommendations; a "combined" bid must clear both placements)."""
+    if payment_type == "cpc":
+        return 150 + (nm_id % 4) * 50
+    base = 12_500 + (nm_id % 5) * 2_500
+    return base + 500 if placement in ("recommendation", "recommendations", "combined") else base
