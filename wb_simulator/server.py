@@ -19,7 +19,7 @@ def _server(sim: Simulator) -> uvicorn.Server:
     return uvicorn.Server(config)
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
@@ -32,7 +32,7 @@ def serve(sim: Simulator, host: str = "127.0.0.1", port: int = 0, *, ready_timeo
 
     The server accepts requests before this returns, and is stopped (and its thread joined) on exit.
     """
-    sock = _bind(host, port)
+    sock = bind(host, port)
     server = _server(sim)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="wb-simulator", daemon=True)
     thread.start()
@@ -50,9 +50,8 @@ def serve(sim: Simulator, host: str = "127.0.0.1", port: int = 0, *, ready_timeo
         sock.close()
 
 
-def run_forever(sim: Simulator, host: str, port: int) -> None:
-    """Serve ``sim`` in the foreground until interrupted (Ctrl-C, SIGTERM)."""
-    sock = _bind(host, port)
+def run_forever(sim: Simulator, sock: socket.socket) -> None:
+    """Serve ``sim`` on a bound socket in the foreground until interrupted (Ctrl-C, SIGTERM)."""
     try:
         _server(sim).run(sockets=[sock])
     finally:

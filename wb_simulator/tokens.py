@@ -96,7 +96,9 @@ class TokenAuthority:
         with self._lock:
             self._counter += 1
             # Deterministic per simulator secret and issue order: the same test gets the same tokens.
-            token_id = str(uuid.UUID(bytes=hashlib.sha256(self._secret + str(self._counter).encode()).digest()[:16]))
+            token_id = str(
+                uuid.UUID(bytes=hashlib.sha256(self._secret + str(self._counter).encode()).digest()[:16], version=4)
+            )
             self._issued[token_id] = cabinet_id
         payload: dict[str, object] = {
             "acc": TOKEN_TYPES[token_type],

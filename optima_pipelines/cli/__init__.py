@@ -41,9 +41,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from optima_pipelines.cli import cabinets, db, dev
+    from optima_pipelines.cli import cabinets, db, dev, wbsim
 
-    for module in (db, cabinets, dev):
+    for module in (db, cabinets, dev, wbsim):
         module.register(cli)
 
 
