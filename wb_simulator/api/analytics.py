@@ -204,7 +204,7 @@ def funnel_products(req: Request) -> Response:
         items.append({"product": head, "statistic": statistic})
     items.sort(key=lambda i: i["product"]["nmId"])
     items.sort(key=lambda i: i["statistic"]["selected"][sort_key], reverse=descending)
-    return Response(200, {"data": {"products": items[offset : offset + limit]}, "currency": "RUB"})
+    return Response(200, {"data": {"products": items[offset : offset + limit], "currency": "RUB"}})
 
 
 @endpoint("analytics", "POST", "/api/analytics/v3/sales-funnel/products/history", "analytics.funnel")

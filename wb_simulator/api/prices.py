@@ -84,10 +84,11 @@ def history_goods(req: Request) -> Response:
     task, error = _task(req)
     if error is not None:
         return error
+    # WB's schema for this one answer has no error/errorText beside data.
     if task is None:
-        return Response(200, envelope({"uploadID": None, "historyGoods": None}))
+        return Response(200, {"data": {"uploadID": None, "historyGoods": None}})
     limit, offset = paging
-    return Response(200, envelope({"uploadID": task.upload_id, "historyGoods": task.goods[offset : offset + limit]}))
+    return Response(200, {"data": {"uploadID": task.upload_id, "historyGoods": task.goods[offset : offset + limit]}})
 
 
 # Tasks are processed the moment they are accepted, so the buffer (tasks waiting for a promo

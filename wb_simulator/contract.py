@@ -1,0 +1,191 @@
+"""Check HTTP exchanges with the simulator against WB's own OpenAPI files (for tests; needs openapi-core).
+
+WB's files name WB's hosts as servers; the simulator serves each category under a path prefix. A
+``Contract`` therefore matches an operation by method and WB path (the URL path without the
+``/{category}`` prefix) in the files of that category, and validates with openapi-core::
+
+    contract = Contract()                       # finds ../shared/wb-openapi/ above the repository
+    contract.validate(response)                 # an httpx.Response: its request and itself
+
+``validate_request``/``validate_response`` check one side only. Errors are ``ContractError`` with
+openapi-core's explanation (which field, which schema).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import yaml
+
+#: The WB OpenAPI files that describe each category's methods (``/ping`` is in 01-general).
+CATEGORY_FILES: dict[str, tuple[str, ...]] = {
+    "statistics": ("12-reports.yaml",),
+    "finance": ("13-finances.yaml",),
+    "advert": ("08-promotion.yaml",),
+    "analytics": ("11-analytics.yaml", "12-reports.yaml"),
+    "content": ("02-items.yaml",),
+    "prices": ("02-items.yaml",),
+    "feedbacks": ("09-communications.yaml",),
+    "common": ("01-general.yaml", "10-rates.yaml"),
+    "supplies": ("07-orders-fbw.yaml",),
+}
+PING_FILE = "01-general.yaml"
+_HOST = "http://wb.local"
+
+
+class ContractError(AssertionError):
+    """An exchange that does not match WB's spec."""
+
+
+def find_spec_dir(start: Path | None = None) -> Path:
+    """``$WB_OPENAPI_DIR``, else the first ``shared/wb-openapi`` in a folder above ``start``."""
+    env = os.environ.get("WB_OPENAPI_DIR")
+    if env:
+        return Path(env)
+    here = (start or Path(__file__)).resolve()
+    for folder in here.parents:
+        candidate = folder / "shared" / "wb-openapi"
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"no shared/wb-openapi folder above {here}; set WB_OPENAPI_DIR")
+
+
+@dataclass
+class _Request:
+    host_url: str
+    path: str
+    method: str
+    parameters: Any
+    content_type: str
+    body: bytes | None
+
+
+@dataclass
+class _Response:
+    status_code: int
+    content_type: str
+    headers: Any
+    data: bytes | None
+
+
+class Contract:
+    def __init__(self, spec_dir: Path | None = None):
+        self.spec_dir = spec_dir or find_spec_dir()
+        self._apis: dict[str, Any] = {}
+        self._paths: dict[str, set[tuple[str, str]]] = {}
+        self._lock = threading.Lock()
+
+    def _api(self, filename: str) -> Any:
+        from openapi_core import Config, OpenAPI
+
+        with self._lock:
+            if filename not in self._apis:
+                spec = yaml.load(
+                    (self.spec_dir / filename).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+                )
+                # Serve every operation from one neutral host: operations are matched by WB path.
+                spec["servers"] = [{"url": _HOST}]
+                ops = set()
+                for path, item in spec["paths"].items():
+                    item.pop("servers", None)
+                    for method, op in item.items():
+                        if isinstance(op, dict):
+                            op.pop("servers", None)
+                            ops.add((method.upper(), path))
+                config = Config(
+                    # WB's gateway errors are application/problem+json: JSON, which openapi-core
+                    # does not know by that name.
+                    extra_media_type_deserializers={"application/problem+json": json.loads},
+                    additional_properties_default_policy="forbid",
+                )
+                self._apis[filename] = OpenAPI.from_dict(spec, config=config)
+                self._paths[filename] = ops
+            return self._apis[filename]
+
+    def _file_for(self, category: str, method: str, wb_path: str) -> str:
+        if wb_path == "/ping":
+            return PING_FILE
+        for filename in CATEGORY_FILES.get(category, ()):
+            self._api(filename)
+            if (method, wb_path) in self._paths[filename]:
+                return filename
+        raise ContractError(f"{method} {category}{wb_path}: no such operation in WB's {category} spec files")
+
+    @staticmethod
+    def split(url: httpx.URL) -> tuple[str, str]:
+        """(category, WB path) of a simulator URL ``{base}/{category}{wb path}``."""
+        parts = urlsplit(str(url)).path.split("/", 2)
+        if len(parts) < 3:
+            raise ContractError(f"{url} is not a simulator URL of the form {{base}}/{{category}}/…")
+        return parts[1], "/" + parts[2]
+
+    def _openapi_request(self, request: httpx.Request) -> tuple[str, _Request]:
+        from openapi_core.datatypes import RequestParameters
+        from werkzeug.datastructures import Headers, ImmutableMultiDict
+
+        category, wb_path = self.split(request.url)
+        filename = self._file_for(category, request.method, wb_path)
+        body = request.content if request.method in ("POST", "PATCH", "PUT") else None
+        params = RequestParameters(
+            query=ImmutableMultiDict(list(request.url.params.multi_items())),
+            header=Headers(list(request.headers.items())),
+            cookie=ImmutableMultiDict(),
+        )
+        content_type = request.headers.get("content-type", "application/json")
+        return filename, _Request(_HOST, wb_path, request.method.lower(), params, content_type, body or None)
+
+    def validate_request(self, request: httpx.Request) -> None:
+        filename, req = self._openapi_request(request)
+        try:
+            self._api(filename).validate_request(req)
+        except Exception as exc:
+            raise ContractError(
+                f"{request.method} {request.url}: request does not match {filename}: {_explain(exc)}"
+            ) from None
+
+    def validate_response(self, response: httpx.Response) -> None:
+        from werkzeug.datastructures import Headers
+
+        filename, req = self._openapi_request(response.request)
+        resp = _Response(
+            response.status_code,
+            response.headers.get("content-type", "application/json").split(";")[0],
+            Headers(list(response.headers.items())),
+            response.content or None,
+        )
+        try:
+            self._api(filename).validate_response(req, resp)
+        except Exception as exc:
+            raise ContractError(
+                f"{response.request.method} {response.request.url} → {response.status_code}: response does not match "
+                f"{filename}: {_explain(exc)}"
+            ) from None
+
+    def validate(self, response: httpx.Response) -> None:
+        self.validate_request(response.request)
+        self.validate_response(response)
+
+
+def _explain(exc: BaseException) -> str:
+    """openapi-core's schema errors (field path and message) when it has them, else its message."""
+    found = []
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        for sub in getattr(e, "schema_errors", None) or ():
+            path = "/".join(str(p) for p in getattr(sub, "absolute_path", []))
+            found.append(f"at {path or '(root)'}: {getattr(sub, 'message', sub)}"[:300])
+        todo.extend([e.__cause__, e.__context__])
+    text = f"{type(exc).__name__}: {exc}"
+    return "; ".join(found) if found else (text if len(text) < 600 else text[:600] + "…")
