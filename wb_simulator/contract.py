@@ -78,18 +78,22 @@ class _Response:
 class Contract:
     def __init__(self, spec_dir: Path | None = None):
         self.spec_dir = spec_dir or find_spec_dir()
-        self._apis: dict[str, Any] = {}
+        self._specs: dict[str, Any] = {}
+        self._apis: dict[tuple[str, str], Any] = {}
         self._paths: dict[str, set[tuple[str, str]]] = {}
         self._lock = threading.Lock()
 
-    def _api(self, filename: str) -> Any:
+    def _api(self, filename: str, side: str = "response") -> Any:
+        """openapi-core's view of one file. Responses are checked strictly: a field WB's schema does
+        not have is an error. Requests tolerate unknown fields (clients may send more than WB reads)."""
         from openapi_core import Config, OpenAPI
 
         with self._lock:
-            if filename not in self._apis:
+            if filename not in self._specs:
                 spec = yaml.load(
                     (self.spec_dir / filename).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
                 )
+                spec["paths"] = _flatten(spec["paths"], spec, ())
                 # Serve every operation from one neutral host: operations are matched by WB path.
                 spec["servers"] = [{"url": _HOST}]
                 ops = set()
@@ -99,15 +103,18 @@ class Contract:
                         if isinstance(op, dict):
                             op.pop("servers", None)
                             ops.add((method.upper(), path))
+                self._specs[filename] = spec
+                self._paths[filename] = ops
+            key = (filename, side)
+            if key not in self._apis:
                 config = Config(
                     # WB's gateway errors are application/problem+json: JSON, which openapi-core
                     # does not know by that name.
                     extra_media_type_deserializers={"application/problem+json": json.loads},
-                    additional_properties_default_policy="forbid",
+                    additional_properties_default_policy="forbid" if side == "response" else "allow",
                 )
-                self._apis[filename] = OpenAPI.from_dict(spec, config=config)
-                self._paths[filename] = ops
-            return self._apis[filename]
+                self._apis[key] = OpenAPI.from_dict(self._specs[filename], config=config)
+            return self._apis[key]
 
     def _file_for(self, category: str, method: str, wb_path: str) -> str:
         if wb_path == "/ping":
@@ -144,7 +151,7 @@ class Contract:
     def validate_request(self, request: httpx.Request) -> None:
         filename, req = self._openapi_request(request)
         try:
-            self._api(filename).validate_request(req)
+            self._api(filename, "request").validate_request(req)
         except Exception as exc:
             raise ContractError(
                 f"{request.method} {request.url}: request does not match {filename}: {_explain(exc)}"
@@ -161,7 +168,7 @@ class Contract:
             response.content or None,
         )
         try:
-            self._api(filename).validate_response(req, resp)
+            self._api(filename, "response").validate_response(req, resp)
         except Exception as exc:
             raise ContractError(
                 f"{response.request.method} {response.request.url} → {response.status_code}: response does not match "
@@ -171,6 +178,39 @@ class Contract:
     def validate(self, response: httpx.Response) -> None:
         self.validate_request(response.request)
         self.validate_response(response)
+
+
+def _flatten(node: Any, spec: dict[str, Any], seen: tuple[str, ...]) -> Any:
+    """Inline ``$ref`` and merge ``allOf`` parts into one schema.
+
+    WB writes most objects as ``allOf: [{type: object}, {properties: …}]``; under a strict
+    "no unknown fields" policy each part would reject the other's properties, so the parts are merged
+    (properties and required lists joined), which means the same for these schemas.
+    """
+    if isinstance(node, list):
+        return [_flatten(v, spec, seen) for v in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        if ref in seen:
+            return node
+        target: Any = spec
+        for part in ref[2:].split("/"):
+            target = target[part.replace("~1", "/").replace("~0", "~")]
+        return _flatten(target, spec, (*seen, ref))
+    out = {k: _flatten(v, spec, seen) for k, v in node.items() if k != "allOf"}
+    for part in (_flatten(p, spec, seen) for p in node.get("allOf", ())):
+        if not isinstance(part, dict):
+            continue
+        for k, v in part.items():
+            if k == "properties":
+                out.setdefault("properties", {}).update(v)
+            elif k == "required":
+                out["required"] = sorted({*out.get("required", []), *v})
+            else:
+                out.setdefault(k, v)
+    return out
 
 
 def _explain(exc: BaseException) -> str:
