@@ -18,6 +18,7 @@ import hashlib
 import heapq
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -420,21 +421,14 @@ class Cabinet:
         return o.lcd0 <= t and o.date >= retention_from
 
     def orders_changed_since(self, since: int, t: int, retention_from: int, cap: int) -> list[Order]:
-        """Orders whose lastChangeDate (as of ``t``) is in [since, t], ordered by it; at most ``cap``."""
-        out: list[Order] = []
-        events = self.order_events
+        """Orders whose lastChangeDate (as of ``t``) is in [since, t], ordered by it (see ``_page``)."""
         orders = self.orders
-        i = bisect.bisect_left(events, (since, -1))
-        n = len(events)
-        while i < n and len(out) < cap:
-            ts, idx = events[i]
-            i += 1
-            if ts > t:
-                break
-            o = orders[idx]
-            if o.last_change(t) == ts and o.date >= retention_from:
-                out.append(o)
-        return out
+
+        def pick(event: tuple[int, int]) -> Order | None:
+            o = orders[event[1]]
+            return o if o.last_change(t) == event[0] and o.date >= retention_from else None
+
+        return _page(self.order_events, since, t, cap, pick)
 
     def orders_of_day(self, dn: int) -> list[Order]:
         lo = bisect.bisect_left(self.order_ts, day_start(dn))
@@ -442,20 +436,15 @@ class Cabinet:
         return self.orders[lo:hi]
 
     def sales_since(self, since: int, t: int, retention_from: int, cap: int) -> list[tuple[Order, int]]:
-        """(order, 0 sale / 1 return) rows with date in [since, t], ordered by it; at most ``cap``."""
-        out: list[tuple[Order, int]] = []
-        events = self.sale_events
-        i = bisect.bisect_left(events, (since, -1, -1))
-        n = len(events)
-        while i < n and len(out) < cap:
-            ts, idx, kind = events[i]
-            i += 1
-            if ts > t:
-                break
-            o = self.orders[idx]
-            if (o.return_at if kind else o.sale_at) == ts and o.date >= retention_from:
-                out.append((o, kind))
-        return out
+        """(order, 0 sale / 1 return) rows with date in [since, t], ordered by it (see ``_page``)."""
+        orders = self.orders
+
+        def pick(event: tuple[int, int, int]) -> tuple[Order, int] | None:
+            ts, idx, kind = event
+            o = orders[idx]
+            return (o, kind) if (o.return_at if kind else o.sale_at) == ts and o.date >= retention_from else None
+
+        return _page(self.sale_events, since, t, cap, pick)
 
     def sales_between(self, lo: int, hi: int, t: int) -> list[tuple[Order, int]]:
         """Every sale/return row with date in [lo, hi) and at or before ``t`` (no retention cut)."""
@@ -504,6 +493,32 @@ class Cabinet:
             raise ValueError(f"order {o.srid} is already returned")
         o.return_at = t
         bisect.insort(self.sale_events, (t, o.idx, 1))
+
+
+def _page(events: list[Any], since: int, t: int, cap: int, pick: Callable[[Any], Any]) -> list[Any]:
+    """One flag=0 page: the rows of ``events`` (sorted by time) timed in [since, t], in time order.
+
+    WB's contract is "lastChangeDate >= dateFrom", the next page starting at the last row's
+    lastChangeDate, and ``[]`` at the end. So a page never ends inside a group of rows with the same
+    time (it may pass ``cap`` by that group), and a page whose rows all sit exactly at ``since`` is
+    the previous page's tail, already delivered: it is answered ``[]``. The last row of a page is
+    therefore repeated as the first of the next one, as with WB; clients dedupe by srid/saleID.
+    """
+    out: list[Any] = []
+    last_ts: int | None = None
+    i = bisect.bisect_left(events, (since,))
+    n = len(events)
+    while i < n:
+        event = events[i]
+        i += 1
+        ts = event[0]
+        if ts > t or (len(out) >= cap and ts != last_ts):
+            break
+        item = pick(event)
+        if item is not None:
+            out.append(item)
+            last_ts = ts
+    return [] if last_ts == since else out
 
 
 def _merge(events: list[Any], new: list[Any]) -> None:

@@ -176,6 +176,7 @@ def test_cancel_and_return_mutators() -> None:
     )
     row = sim.cancel_order("c1", open_order["srid"])
     now = sim.now().strftime("%Y-%m-%dT%H:%M:%S")
+    just_before = (sim.now() - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S")
     assert row["isCancel"] and row["lastChangeDate"] == row["cancelDate"] == now
     sold = next(s for s in sim.truth.sales("c1") if s["saleID"].startswith("S"))
     with pytest.raises(ValueError, match="already bought out"):
@@ -183,8 +184,8 @@ def test_cancel_and_return_mutators() -> None:
     returned = sim.return_sale("c1", sold["srid"])
     assert returned["saleID"].startswith("R") and returned["forPay"] == -sold["forPay"]
     with served(sim) as (_, wb):
-        feed = wb.get("statistics", "/api/v1/supplier/orders", dateFrom=now).json()
-        sales = wb.get("statistics", "/api/v1/supplier/sales", dateFrom=now).json()
+        feed = wb.get("statistics", "/api/v1/supplier/orders", dateFrom=just_before).json()
+        sales = wb.get("statistics", "/api/v1/supplier/sales", dateFrom=just_before).json()
     assert [o["srid"] for o in feed] == [open_order["srid"]]
     assert returned in sales
     with pytest.raises(KeyError):

@@ -1,7 +1,8 @@
 """statistics-api: orders and sales (with returns) feeds.
 
-``flag=0`` (default): rows whose lastChangeDate ≥ dateFrom, ordered by it, at most 80,000 per
-response; the next page starts at the last row's lastChangeDate (rows at that instant repeat).
+``flag=0`` (default): rows whose lastChangeDate ≥ dateFrom, ordered by it, about 80,000 per
+response; the next page starts at the last row's lastChangeDate (rows at that instant repeat; a
+page holding only those is answered ``[]``: see ``world._page``).
 ``flag=1``: every row whose ``date`` is on dateFrom's Moscow day. ``[]`` when nothing is left.
 Rows are kept 90 days after the order.
 """
