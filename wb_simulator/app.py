@@ -140,7 +140,9 @@ def create_app(sim: Simulator) -> Starlette:
 
 def _json(value: Any, status: int = 200) -> HttpResponse:
     return HttpResponse(
-        orjson.dumps(value, default=_default), status_code=status, media_type="application/json; charset=utf-8"
+        orjson.dumps(value, default=_default, option=orjson.OPT_NON_STR_KEYS),
+        status_code=status,
+        media_type="application/json; charset=utf-8",
     )
 
 
