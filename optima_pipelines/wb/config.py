@@ -73,6 +73,9 @@ class WbConfig:
     backoff_base_seconds: float = 0.5
     backoff_max_seconds: float = 16.0
     retry_budget_seconds: float = 120.0
+    #: After a write failed in a way WB may still be acting on (a timeout, a 5xx), wait this long
+    #: before reading WB's state to decide whether to resend.
+    write_settle_seconds: float = 3.0
     #: How often, and how long at most, wait_price_task polls WB.
     poll_interval_seconds: float = 2.0
     time_scale: float = 1.0

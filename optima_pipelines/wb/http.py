@@ -67,6 +67,8 @@ class _Outcome(Exception):
         self.description = description
         self.sent = sent
         self.rate_limited = rate_limited
+        #: A write to check before resending: wait for WB to finish what it may still be doing.
+        self.settle = False
 
 
 class _TokenAuth(httpx.Auth):
@@ -261,9 +263,12 @@ class Transport:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, _Outcome) and exc.rate_limited:
             return 0.0  # the limiter holds the pause WB asked for: the next acquire waits or defers
-        return tenacity.wait_random_exponential(
+        backoff = tenacity.wait_random_exponential(
             multiplier=self.config.backoff_base_seconds, max=self.config.backoff_max_seconds
         )(state)
+        if isinstance(exc, _Outcome) and exc.settle:
+            return max(backoff, self.config.write_settle_seconds)
+        return backoff
 
     def _before_sleep(self, state: tenacity.RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
@@ -295,6 +300,8 @@ class Transport:
         body = msgspec.json.encode(json_body) if json_body is not None else None
         resend_ok = not endpoint.write if idempotent is None else idempotent
         attempts = 0
+        # A write WB may have acted on: after a settling pause, WB's state is checked before resending.
+        unsettled: _Outcome | None = None
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.config.max_attempts)
             | tenacity.stop_after_delay(self.config.retry_budget_seconds),
@@ -307,38 +314,44 @@ class Transport:
         try:
             for attempt in retrying:
                 with attempt:
+                    if unsettled is not None and verify is not None:
+                        if self._took_effect(endpoint, unsettled, attempts, verify):
+                            return None
+                        unsettled = None
                     attempts += 1
                     try:
                         return self._send(endpoint, params, body)
                     except _Outcome as outcome:
                         if outcome.sent and not resend_ok:
-                            if self._took_effect(endpoint, outcome, attempts, verify):
-                                return None
+                            if verify is None:
+                                raise self._unknown(endpoint, outcome, attempts) from None
+                            outcome.settle = True
+                            unsettled = outcome
                         raise
         except _Outcome as outcome:
+            if unsettled is not None:
+                raise self._unknown(endpoint, outcome, attempts) from None
             raise WbUnavailable(
                 cabinet_id=self.cabinet_id, endpoint=str(endpoint), attempts=attempts, last_error=outcome.description
             ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _took_effect(
-        self, endpoint: Endpoint, outcome: _Outcome, attempts: int, verify: Callable[[], bool] | None
-    ) -> bool:
-        """After a write that WB may have received: did it take effect? Raises when nobody can tell."""
-        unknown = WbUnavailable(
+    def _unknown(self, endpoint: Endpoint, outcome: _Outcome, attempts: int) -> WbUnavailable:
+        return WbUnavailable(
             cabinet_id=self.cabinet_id,
             endpoint=str(endpoint),
             attempts=attempts,
             last_error=outcome.description,
             outcome_unknown=True,
         )
-        if verify is None:
-            raise unknown
+
+    def _took_effect(self, endpoint: Endpoint, outcome: _Outcome, attempts: int, verify: Callable[[], bool]) -> bool:
+        """After a write that WB may have received: did it take effect? Raises when nobody can tell."""
         try:
             applied = verify()
         except WbError as exc:
             log.warning("WB %s for cabinet %s: the check after %s failed: %s", endpoint, self.cabinet_id, outcome, exc)
-            raise unknown from None
+            raise self._unknown(endpoint, outcome, attempts) from None
         log.info(
             "WB %s for cabinet %s failed (%s); WB's state shows it %s",
             endpoint,
