@@ -116,20 +116,19 @@ def create_app(sim: Simulator) -> Starlette:
         if fault.latency_s:
             await asyncio.sleep(fault.latency_s)
         if fault.kind == "error_rate":
-            body = {
+            error = {
                 "title": "internal server error",
                 "detail": "service unavailable, retry later",
                 "status": fault.status,
             }
-            return _http(Response(fault.status, body), remaining)
+            return _http(Response(fault.status, error), remaining)
         if fault.kind == "rate_429":
             return _throttled(sim, Decision(False, retry=1, reset=1, limit=rule.burst))
         if fault.kind == "empty_204":
             return _http(Response(204), remaining)
         if fault.kind == "malformed":
             return _http(Response(200, raw=b"<html><body><h1>502 Bad Gateway</h1></body></html>"), remaining)
-        body = await http.body()
-        resp = await run_in_threadpool(_run, sim, ep, info, http, body, fault.kind)
+        resp = await run_in_threadpool(_run, sim, ep, info, http, await http.body(), fault.kind)
         return _http(resp, remaining)
 
     return Starlette(routes=[*admin_routes(sim), Route("/{category}/{path:path}", gateway, methods=METHODS)])

@@ -14,10 +14,10 @@ item succeeded, 5 when some failed, 6 when all failed. Rules, as WB documents th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from wb_simulator.timefmt import utc_z
-from wb_simulator.world import Cabinet
+from wb_simulator.world import Cabinet, Product
 
 QUARANTINE_TEXT = "The new price is several times lower than the current price. Item has been moved to Price Quarantine"
 UNKNOWN_ITEM_TEXT = "Invalid item No."
@@ -76,34 +76,36 @@ class PriceBook:
         for item in items:
             if not isinstance(item, dict):
                 raise UploadRefused("Invalid data format")
-            nm, price, discount = item.get("nmID"), item.get("price"), item.get("discount")
+            nm, raw_price, raw_discount = item.get("nmID"), item.get("price"), item.get("discount")
             if not _is_int(nm) or nm <= 0:
                 raise UploadRefused("Invalid item No.")
-            if price is None and discount is None:
+            if raw_price is None and raw_discount is None:
                 raise UploadRefused("Price and discount not specified")
-            if price is not None:
-                if isinstance(price, float) and not price.is_integer():
+            price: int | None = None
+            if raw_price is not None:
+                if isinstance(raw_price, float) and not raw_price.is_integer():
                     raise UploadRefused("Price should be a whole number")
-                if not isinstance(price, int | float) or isinstance(price, bool) or price <= 0:
+                if not isinstance(raw_price, int | float) or isinstance(raw_price, bool) or raw_price <= 0:
                     raise UploadRefused("Invalid price value")
-                price = int(price)
-            if discount is not None and (not _is_int(discount) or not 0 <= discount < 100):
-                raise UploadRefused("Invalid discount value")
+                price = int(raw_price)
+            discount: int | None = None
+            if raw_discount is not None:
+                if not _is_int(raw_discount) or not 0 <= raw_discount < 100:
+                    raise UploadRefused("Invalid discount value")
+                discount = raw_discount
             parsed.append((nm, price, discount))
         if len({nm for nm, _, _ in parsed}) != len(parsed):
             raise UploadRefused("Duplicate item Nos.")
         signature = tuple(sorted(parsed))
         if signature in self._by_signature:
             return self.tasks[self._by_signature[signature]], True
-        changes = []
+        changes: list[tuple[int, Product | None, int | None, int | None]] = []
         for nm, price, discount in parsed:
             p = self.cab.by_nm.get(nm)
             if p is None:
                 changes.append((nm, None, price, discount))
                 continue
-            new_price = p.price if price is None else price
-            new_discount = p.discount if discount is None else discount
-            changes.append((nm, p, new_price, new_discount))
+            changes.append((nm, p, p.price if price is None else price, p.discount if discount is None else discount))
         if all(p is None or (p.price, p.discount) == (np_, nd) for _, p, np_, nd in changes):
             if all(p is None for _, p, _, _ in changes):
                 raise UploadRefused(
@@ -116,6 +118,7 @@ class PriceBook:
             if p is None:
                 task.goods.append(_good(nm, "", new_price, new_discount or 0, 3, UNKNOWN_ITEM_TEXT))
                 continue
+            assert new_price is not None and new_discount is not None  # filled from the product above
             old_k = p.discounted_kopecks
             new_k = round(new_price * (100 - new_discount))
             if new_k * 3 <= old_k:
@@ -143,5 +146,5 @@ def _good(nm: int, vendor: str, price: int | None, discount: int, status: int, e
     }
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)

@@ -75,39 +75,32 @@ def uuid_from(*parts: object) -> str:
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:32]}"
 
 
+@dataclass(slots=True)
 class Size:
-    __slots__ = ("barcode", "chrt_id", "tech_size", "wb_size")
-
-    def __init__(self, chrt_id: int, tech_size: str, wb_size: str, barcode: str):
-        self.chrt_id = chrt_id
-        self.tech_size = tech_size
-        self.wb_size = wb_size
-        self.barcode = barcode
+    chrt_id: int
+    tech_size: str
+    wb_size: str
+    barcode: str
 
 
+@dataclass(slots=True, eq=False)
 class Product:
-    __slots__ = (
-        "brand",
-        "category",
-        "club_discount",
-        "commission",
-        "created_ts",
-        "discount",
-        "idx",
-        "imt_id",
-        "nm_id",
-        "price",
-        "sizes",
-        "subject_id",
-        "subject_name",
-        "title",
-        "updated_ts",
-        "vendor_code",
-    )
-
-    def __init__(self, **values: Any):
-        for k, v in values.items():
-            setattr(self, k, v)
+    idx: int
+    nm_id: int
+    imt_id: int
+    vendor_code: str
+    brand: str
+    subject_id: int
+    subject_name: str
+    category: str
+    commission: float
+    title: str
+    sizes: list[Size]
+    price: int  # rubles, before the seller's discount
+    discount: int  # seller's discount, %
+    club_discount: int
+    created_ts: int
+    updated_ts: int
 
     @property
     def discounted_kopecks(self) -> int:
@@ -140,12 +133,32 @@ class Order:
         "total_price",
         "warehouse",
     )
+    idx: int
+    srid: str
+    g_number: str
+    sticker: str
+    product: Product
+    size: Size
+    date: int  # placed
+    lcd0: int  # first lastChangeDate (the order reaches the feed)
+    warehouse: int  # index into catalogs.STOCK_WAREHOUSES
+    region: int  # index into catalogs.REGIONS
+    income_id: int
+    total_price: int  # rubles
+    discount: int
+    spp: int
+    pwd_k: int  # priceWithDisc, kopecks
+    fin_k: int  # finishedPrice, kopecks
+    cancel_at: int | None
+    sale_at: int | None
+    return_at: int | None
+    feedback_at: int | None
 
     def __init__(self) -> None:
-        self.cancel_at: int | None = None
-        self.sale_at: int | None = None
-        self.return_at: int | None = None
-        self.feedback_at: int | None = None
+        self.cancel_at = None
+        self.sale_at = None
+        self.return_at = None
+        self.feedback_at = None
 
     def last_change(self, t: int) -> int:
         """``lastChangeDate`` as seen at time ``t``: creation, or a cancellation that has happened."""
@@ -172,28 +185,23 @@ class Order:
 ACQUIRING_PERCENT = 1.5
 
 
+@dataclass(slots=True, eq=False)
 class Campaign:
-    __slots__ = (
-        "advert_id",
-        "associated",
-        "base_bids",
-        "bid_type",
-        "bids",
-        "created_ts",
-        "end_dn",
-        "name",
-        "nm_ids",
-        "payment_type",
-        "placements",
-        "start_dn",
-        "started_ts",
-        "status",
-        "updated_ts",
-    )
-
-    def __init__(self, **values: Any):
-        for k, v in values.items():
-            setattr(self, k, v)
+    advert_id: int
+    name: str
+    status: int
+    bid_type: str  # unified | manual
+    payment_type: str  # cpm | cpc
+    placements: dict[str, bool]
+    nm_ids: list[int]
+    associated: list[int]  # products that get attributed ad orders without being advertised
+    bids: dict[int, dict[str, int]]  # nm_id → {"search", "recommendations"}, kopecks
+    base_bids: dict[int, int]  # the bids the campaign started with (its past spend uses them)
+    start_dn: int | None
+    end_dn: int | None
+    created_ts: int
+    started_ts: int | None
+    updated_ts: int
 
 
 class Cabinet:

@@ -158,10 +158,10 @@ def set_bids(req: Request) -> Response:
             if not isinstance(nm_bid, dict):
                 return _bad(req, f"advert {advert_id}: invalid nm_bids item")
             nm, bid, placement = nm_bid.get("nm_id"), nm_bid.get("bid_kopecks"), nm_bid.get("placement")
-            if nm not in c.nm_ids:
+            if not isinstance(nm, int) or nm not in c.nm_ids:
                 return _bad(req, f"advert {advert_id}: nm {nm} is not in the campaign")
             allowed = ("combined",) if c.bid_type == "unified" else ("search", "recommendations")
-            if placement not in allowed:
+            if not isinstance(placement, str) or placement not in allowed:
                 return _bad(req, f"advert {advert_id}: placement {placement!r} is not valid for a {c.bid_type} bid")
             if not isinstance(bid, int) or isinstance(bid, bool):
                 return _bad(req, f"wrong bid value: {bid}")
@@ -186,9 +186,10 @@ def min_bids(req: Request) -> Response:
         return _bad(req, "invalid JSON body")
     if not isinstance(body, dict):
         return _bad(req, "body must be a JSON object")
-    c = req.cabinet.campaign(body.get("advert_id")) if isinstance(body.get("advert_id"), int) else None
+    advert_id = body.get("advert_id")
+    c = req.cabinet.campaign(advert_id) if isinstance(advert_id, int) else None
     if c is None:
-        return _bad(req, f"advert {body.get('advert_id')} not found")
+        return _bad(req, f"advert {advert_id} not found")
     nm_ids, payment, placements = body.get("nm_ids"), body.get("payment_type"), body.get("placement_types")
     if not isinstance(nm_ids, list) or not 1 <= len(nm_ids) <= 100 or not all(isinstance(n, int) for n in nm_ids):
         return _bad(req, "nm_ids: from 1 to 100 product ids expected")

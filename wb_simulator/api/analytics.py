@@ -148,10 +148,10 @@ def funnel_products(req: Request) -> Response:
     first, last = selected[0], min(selected[1], today)
     past: tuple[int, int] | None = None
     if body.get("pastPeriod") is not None:
-        p = _period(body["pastPeriod"], "pastPeriod")
-        if isinstance(p, str):
-            return _bad(req, f"code=400, message=invalid: {p}")
-        past = (max(p[0], today - 365), min(p[1], today))
+        asked = _period(body["pastPeriod"], "pastPeriod")
+        if isinstance(asked, str):
+            return _bad(req, f"code=400, message=invalid: {asked}")
+        past = (max(asked[0], today - 365), min(asked[1], today))
     nm_ids = _uint_list(body, "nmIds", 1000)
     subject_ids = _uint_list(body, "subjectIds")
     tag_ids = _uint_list(body, "tagIds")
@@ -183,7 +183,7 @@ def funnel_products(req: Request) -> Response:
     all_k = sum(f["order_k"] for f in sel_counts.values())
     past_counts = views.funnel_period(cab, past[0], past[1], req.t) if past else None
     past_all_k = sum(f["order_k"] for f in past_counts.values()) if past_counts else 0
-    stock = {}
+    stock: dict[int, int] = {}
     for row in views.stocks(cab, req.t):
         stock[row["nmId"]] = stock.get(row["nmId"], 0) + row["quantity"]
     items = []
