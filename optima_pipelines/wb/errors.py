@@ -23,6 +23,17 @@ class WbError(OptimaError):
         self.cabinet_id = cabinet_id
         self.endpoint = endpoint
 
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        # Keyword-only constructors do not survive pickling's default cls(*args): restore the state.
+        return _restore, (type(self), str(self), self.__dict__)
+
+
+def _restore(cls: type[WbError], message: str, state: dict) -> WbError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
+
 
 class WbAuthError(WbError):
     """401/403: the token is bad, expired, revoked or lacks the endpoint's category. Never retried."""

@@ -74,6 +74,8 @@ class _Outcome(Exception):
 class _TokenAuth(httpx.Auth):
     def __init__(self, token: str):
         self._header = f"Bearer {token}"
+        # The token and its long parts (a JWT's payload and signature): never echoed in our texts.
+        self._secrets = sorted({token, *(p for p in token.split(".") if len(p) >= 16)}, key=len, reverse=True)
 
     def __repr__(self) -> str:
         return "_TokenAuth(<token hidden>)"
@@ -81,6 +83,11 @@ class _TokenAuth(httpx.Auth):
     def auth_flow(self, request: httpx.Request):  # type: ignore[no-untyped-def]
         request.headers["Authorization"] = self._header
         yield request
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "<token>")
+        return text
 
 
 def check_token(cabinet_id: str, token: str) -> str:
@@ -126,8 +133,7 @@ def _detail(response: httpx.Response) -> str:
     try:
         body = response.json()
     except ValueError:
-        text = response.text.strip()
-        return text[:300] or response.reason_phrase
+        return response.text.strip()[:300] or response.reason_phrase
     if isinstance(body, dict):
         for key in ("detail", "errorText", "message", "error", "title"):
             value = body.get(key)
@@ -174,8 +180,9 @@ class Transport:
         self.limiter = limiter
         self.token_type = token_type
         self._sleep = sleep
+        self._auth = _TokenAuth(check_token(cabinet_id, token))
         self._http = httpx.Client(
-            auth=_TokenAuth(check_token(cabinet_id, token)),
+            auth=self._auth,
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
             limits=httpx.Limits(max_connections=8, max_keepalive_connections=4),
             headers={"User-Agent": config.user_agent, "Accept": "application/json"},
@@ -185,6 +192,11 @@ class Transport:
 
     def close(self) -> None:
         self._http.close()
+
+    def _detail(self, response: httpx.Response) -> str:
+        """WB's explanation, with anything that looks like our token taken out (WB's gateway texts
+        quote what they could not parse)."""
+        return self._auth.redact(_detail(response))
 
     def rule(self, endpoint: Endpoint) -> LimitRule:
         rule = rule_for(endpoint.group, self.token_type)
@@ -230,7 +242,7 @@ class Transport:
         status = response.status_code
         if status in (401, 403):
             raise WbAuthError(
-                cabinet_id=self.cabinet_id, endpoint=str(endpoint), status=status, detail=_detail(response)
+                cabinet_id=self.cabinet_id, endpoint=str(endpoint), status=status, detail=self._detail(response)
             )
         if status == 429:
             retry = _header_seconds(response, "X-Ratelimit-Retry")
@@ -245,12 +257,12 @@ class Transport:
                     seconds,
                     f"WB answered 429 to {endpoint} with a {retry:g} s pause",
                 )
-            raise _Outcome(f"HTTP 429 ({_detail(response)})", sent=False, rate_limited=retry is not None)
+            raise _Outcome(f"HTTP 429 ({self._detail(response)})", sent=False, rate_limited=retry is not None)
         if status >= 500:
             raise _Outcome(f"HTTP {status}", sent=True)
         if status >= 400:
             raise WbRequestError(
-                cabinet_id=self.cabinet_id, endpoint=str(endpoint), status=status, detail=_detail(response)
+                cabinet_id=self.cabinet_id, endpoint=str(endpoint), status=status, detail=self._detail(response)
             )
         remaining = response.headers.get("X-Ratelimit-Remaining")
         if remaining is not None and remaining.isdigit():
