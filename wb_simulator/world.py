@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import heapq
 import re
 import zlib
 from collections.abc import Callable
@@ -104,8 +103,8 @@ class Product:
 
     @property
     def discounted_kopecks(self) -> int:
-        """Price after the seller's discount, in kopecks."""
-        return round(self.price * (100 - self.discount))
+        """Price after the seller's discount, in kopecks (exact: whole rubles times whole percent)."""
+        return self.price * (100 - self.discount)
 
 
 class Order:
@@ -368,50 +367,52 @@ class Cabinet:
         gnum = rng.integers(10**18, 9 * 10**18, size=n)
         sticker = rng.integers(10**9, 9 * 10**9, size=n)
         income_base = 50_000_000 + (dn // 7) * 100
-        orders, order_ts = self.orders, self.order_ts
+        orders, order_ts, by_srid, products_ = self.orders, self.order_ts, self.by_srid, self.products
         new_order_events: list[tuple[int, int]] = []
         new_sale_events: list[tuple[int, int, int]] = []
         new_feedback_events: list[tuple[int, int]] = []
-        for i in range(n):
+        cancel_rate = spec.cancel_rate
+        # Plain Python lists: indexing numpy arrays one scalar at a time is what would cost here.
+        for (sec, pi, size_u, wh, region, lcd_d, fate_u, cancel_d, sale_d, ret, ret_d, fb, fb_d, spp_, hi, gn, st) in zip(
+            secs.tolist(), products.tolist(), size_draw.tolist(), warehouses.tolist(), regions.tolist(),
+            lcd_delay.tolist(), fate.tolist(), cancel_delay.tolist(), sale_delay.tolist(), returned.tolist(),
+            return_delay.tolist(), feedback.tolist(), feedback_delay.tolist(), spp.tolist(), srid_hi.tolist(),
+            gnum.tolist(), sticker.tolist(), strict=True,
+        ):  # fmt: skip
             o = Order()
-            o.idx = len(orders)
-            p = self.products[int(products[i])]
+            idx = o.idx = len(orders)
+            p = products_[pi]
             o.product = p
-            o.size = p.sizes[int(size_draw[i] * len(p.sizes))]
-            ts = start + int(secs[i])
-            o.date = ts
-            o.lcd0 = ts + int(lcd_delay[i])
-            o.srid = f"{int(srid_hi[i]):016x}{self.index:02x}{o.idx:08x}"
-            o.g_number = str(int(gnum[i]))
-            o.sticker = str(int(sticker[i]))
-            o.warehouse = int(warehouses[i])
-            o.region = int(regions[i])
-            o.income_id = income_base + o.warehouse
+            o.size = p.sizes[int(size_u * len(p.sizes))]
+            ts = o.date = start + sec
+            o.lcd0 = ts + lcd_d
+            o.srid = f"{hi:016x}{self.index:02x}{idx:08x}"
+            o.g_number = str(gn)
+            o.sticker = str(st)
+            o.warehouse = wh
+            o.region = region
+            o.income_id = income_base + wh
             o.total_price = p.price
             o.discount = p.discount
-            o.spp = int(spp[i])
-            o.pwd_k = p.discounted_kopecks
-            o.fin_k = round(o.pwd_k * (100 - o.spp) / 100)
-            if fate[i] < spec.cancel_rate:
-                o.cancel_at = ts + int(cancel_delay[i])
+            o.spp = spp_
+            pwd = o.pwd_k = p.price * (100 - p.discount)
+            o.fin_k = round(pwd * (100 - spp_) / 100)
+            new_order_events.append((o.lcd0, idx))
+            if fate_u < cancel_rate:
+                o.cancel_at = ts + cancel_d
+                new_order_events.append((o.cancel_at, idx))
             else:
-                o.sale_at = ts + int(sale_delay[i])
-                if returned[i]:
-                    o.return_at = o.sale_at + int(return_delay[i])
-                if feedback[i]:
-                    o.feedback_at = o.sale_at + int(feedback_delay[i])
+                sale_at = o.sale_at = ts + sale_d
+                new_sale_events.append((sale_at, idx, 0))
+                if ret:
+                    o.return_at = sale_at + ret_d
+                    new_sale_events.append((o.return_at, idx, 1))
+                if fb:
+                    o.feedback_at = sale_at + fb_d
+                    new_feedback_events.append((o.feedback_at, idx))
             orders.append(o)
             order_ts.append(ts)
-            self.by_srid[o.srid] = o
-            new_order_events.append((o.lcd0, o.idx))
-            if o.cancel_at is not None:
-                new_order_events.append((o.cancel_at, o.idx))
-            if o.sale_at is not None:
-                new_sale_events.append((o.sale_at, o.idx, 0))
-            if o.return_at is not None:
-                new_sale_events.append((o.return_at, o.idx, 1))
-            if o.feedback_at is not None:
-                new_feedback_events.append((o.feedback_at, o.idx))
+            by_srid[o.srid] = o
         _merge(self.order_events, new_order_events)
         _merge(self.sale_events, new_sale_events)
         _merge(self.feedback_events, new_feedback_events)
@@ -531,14 +532,17 @@ def _page(events: list[Any], since: int, t: int, cap: int, pick: Callable[[Any],
 
 def _merge(events: list[Any], new: list[Any]) -> None:
     """Merge ``new`` into the sorted ``events``. New events of a day all fall at or after its start,
-    so only the tail of future events already scheduled has to be re-sorted."""
+    so only the tail of future events already scheduled has to be re-sorted (Timsort merges the two
+    sorted runs in linear time)."""
     if not new:
         return
     new.sort()
     pos = bisect.bisect_left(events, new[0])
     tail = events[pos:]
     del events[pos:]
-    events.extend(heapq.merge(tail, new))
+    tail.extend(new)
+    tail.sort()
+    events.extend(tail)
 
 
 def min_bid(payment_type: str, nm_id: int, placement: str) -> int:
