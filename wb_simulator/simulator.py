@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -83,7 +84,7 @@ class Simulator:
         self.faults = Faults(seed)
         self.writes: list[Write] = []
         self.truth = Truth(self)
-        self._request_seq = 0
+        self._request_seq = itertools.count(1)
 
     # -- clock -----------------------------------------------------------------------------------
 
@@ -131,9 +132,9 @@ class Simulator:
             raise UnknownCabinet(cabinet_id) from None
 
     def next_request_id(self) -> str:
-        with self.lock:
-            self._request_seq += 1
-            return hashlib.md5(f"{self.seed}:{self._request_seq}".encode(), usedforsecurity=False).hexdigest()
+        # Not under self.lock: the gateway answers 401/404/429 without waiting for a running method.
+        seq = next(self._request_seq)
+        return hashlib.md5(f"{self.seed}:{seq}".encode(), usedforsecurity=False).hexdigest()
 
     # -- tokens, limits --------------------------------------------------------------------------
 
