@@ -32,7 +32,6 @@ import bisect
 from typing import Any
 
 from wb_simulator import catalogs
-from wb_simulator.rows import rub
 from wb_simulator.timefmt import DAY, day_start, dn_to_date, utc_z
 from wb_simulator.world import ACQUIRING_PERCENT, Cabinet, Order, Product, rng_for
 
@@ -319,6 +318,3 @@ def line_amounts(line: Line) -> dict[str, int]:
         "acceptance": line.acceptance_k,
         "deduction": line.deduction_k,
     }
-
-
-__all__ = ["Ledger", "Line", "line_amounts", "money", "rub"]

@@ -27,6 +27,17 @@ def short_id(*parts: object) -> str:
     return "".join(out)
 
 
+def _product_details(p: Product, cab: Cabinet) -> dict[str, Any]:
+    return {
+        "nmId": p.nm_id,
+        "imtId": p.imt_id,
+        "productName": p.title,
+        "supplierArticle": p.vendor_code,
+        "supplierName": cab.name,
+        "brandName": p.brand,
+    }
+
+
 class Feedback:
     __slots__ = (
         "answer",
@@ -70,15 +81,7 @@ class Feedback:
             if self.answer is None
             else {"text": self.answer, "state": "wbRu", "editable": not self.edited},
             "state": "none" if self.answer is None else "wbRu",
-            "productDetails": {
-                "nmId": p.nm_id,
-                "imtId": p.imt_id,
-                "productName": p.title,
-                "supplierArticle": p.vendor_code,
-                "supplierName": cab.name,
-                "brandName": p.brand,
-                "size": self.size,
-            },
+            "productDetails": {**_product_details(p, cab), "size": self.size},
             "photoLinks": None,
             "video": None,
             "wasViewed": self.viewed,
@@ -130,14 +133,7 @@ class Question:
                 "editable": not self.edited,
                 "createDate": utc_z(self.answered_at or self.created),
             },
-            "productDetails": {
-                "nmId": p.nm_id,
-                "imtId": p.imt_id,
-                "productName": p.title,
-                "supplierArticle": p.vendor_code,
-                "supplierName": cab.name,
-                "brandName": p.brand,
-            },
+            "productDetails": _product_details(p, cab),
             "wasViewed": self.viewed,
             "isWarned": False,
         }

@@ -81,7 +81,6 @@ class Decision:
     retry: int = 0
     reset: int = 0
     limit: int = 0
-    penalized: bool = False
 
 
 class LimiterClock:
@@ -95,9 +94,6 @@ class LimiterClock:
 
     def now(self) -> float:
         return (time.monotonic() - self._origin) * self.time_scale
-
-    def real_seconds(self, simulated: float) -> float:
-        return simulated / self.time_scale
 
 
 class Limiter:
@@ -129,7 +125,7 @@ class Limiter:
             )
             if penalty_end > now:
                 wait = penalty_end - now
-                return Decision(False, retry=_ceil(wait), reset=_ceil(wait), limit=rule.burst, penalized=True)
+                return Decision(False, retry=_ceil(wait), reset=_ceil(wait), limit=rule.burst)
             key = (sid, token_type, group)
             tokens, last = self._buckets.get(key, (float(rule.burst), now))
             tokens = min(float(rule.burst), tokens + (now - last) / rule.interval)

@@ -300,21 +300,16 @@ class Truth:
             return {k: views.strip_private(v) for k, v in views.ad_day(cab, dn, t).items()}
 
     def funnel(self, cabinet_id: str, day: date) -> dict[int, dict[str, int]]:
-        """nm_id → the day's funnel figures (WB's names), for products with any order that day."""
+        """nm_id → the day's funnel figures under WB's names (a history item's, plus cancelCount and
+        cancelSum), for the products with any order that day."""
         with self.sim.lock:
             cab, t = self._cab(cabinet_id)
             out = {}
             for nm, f in views.funnel_counts(cab, date_to_dn(day), t).items():
                 out[nm] = {
-                    "openCount": f["opens"],
-                    "cartCount": f["carts"],
-                    "orderCount": f["orders"],
-                    "orderSum": views.rubles(f["order_k"]),
-                    "buyoutCount": f["buyouts"],
-                    "buyoutSum": views.rubles(f["buyout_k"]),
+                    **views.history_item(f),
                     "cancelCount": f["cancels"],
                     "cancelSum": views.rubles(f["cancel_k"]),
-                    "addToWishlistCount": f["wishlist"],
                 }
             return out
 

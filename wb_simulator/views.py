@@ -87,6 +87,22 @@ def pct(part: int, whole: int) -> int:
     return int(part * 100 // whole) if whole else 0
 
 
+def history_item(f: dict[str, int]) -> dict[str, int]:
+    """Funnel figures under WB's names, as in a sales-funnel history item (without its date)."""
+    return {
+        "openCount": f["opens"],
+        "cartCount": f["carts"],
+        "orderCount": f["orders"],
+        "orderSum": rubles(f["order_k"]),
+        "buyoutCount": f["buyouts"],
+        "buyoutSum": rubles(f["buyout_k"]),
+        "buyoutPercent": pct(f["buyouts"], f["buyouts"] + f["cancels"] + f["returns"]),
+        "addToCartConversion": pct(f["carts"], f["opens"]),
+        "cartToOrderConversion": pct(f["orders"], f["carts"]),
+        "addToWishlistCount": f["wishlist"],
+    }
+
+
 # -- advertising --------------------------------------------------------------------------------
 
 

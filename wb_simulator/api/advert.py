@@ -137,10 +137,10 @@ def fullstats(req: Request) -> Response:
 @endpoint("advert", "PATCH", "/api/advert/v1/bids", "advert.bids", write=True)
 def set_bids(req: Request) -> Response:
     try:
-        body = req.json()
-    except BadJson:
-        return _bad(req, "invalid JSON body")
-    items = body.get("bids") if isinstance(body, dict) else None
+        body = req.json_object()
+    except BadJson as exc:
+        return _bad(req, str(exc))
+    items = body.get("bids")
     if not isinstance(items, list) or not items or len(items) > MAX_IDS:
         return _bad(req, "bids: from 1 to 50 campaigns expected")
     changes: list[tuple[Campaign, int, str, int]] = []
@@ -181,11 +181,9 @@ def set_bids(req: Request) -> Response:
 @endpoint("advert", "POST", "/api/advert/v1/bids/min", "advert.bids_min")
 def min_bids(req: Request) -> Response:
     try:
-        body = req.json()
-    except BadJson:
-        return _bad(req, "invalid JSON body")
-    if not isinstance(body, dict):
-        return _bad(req, "body must be a JSON object")
+        body = req.json_object()
+    except BadJson as exc:
+        return _bad(req, str(exc))
     advert_id = body.get("advert_id")
     c = req.cabinet.campaign(advert_id) if isinstance(advert_id, int) else None
     if c is None:

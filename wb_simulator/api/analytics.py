@@ -134,11 +134,9 @@ def _comparison(sel: dict[str, Any], past: dict[str, Any]) -> dict[str, Any]:
 @endpoint("analytics", "POST", "/api/analytics/v3/sales-funnel/products", "analytics.funnel")
 def funnel_products(req: Request) -> Response:
     try:
-        body = req.json()
-    except BadJson:
-        return _bad(req, "code=400, message=invalid JSON body")
-    if not isinstance(body, dict):
-        return _bad(req, "code=400, message=body must be a JSON object")
+        body = req.json_object()
+    except BadJson as exc:
+        return _bad(req, f"code=400, message={exc}")
     today = day_number(req.t)
     selected = _period(body.get("selectedPeriod"), "selectedPeriod")
     if isinstance(selected, str):
@@ -210,11 +208,9 @@ def funnel_products(req: Request) -> Response:
 @endpoint("analytics", "POST", "/api/analytics/v3/sales-funnel/products/history", "analytics.funnel")
 def funnel_history(req: Request) -> Response:
     try:
-        body = req.json()
-    except BadJson:
-        return _bad(req, "code=400, message=invalid JSON body")
-    if not isinstance(body, dict):
-        return _bad(req, "code=400, message=body must be a JSON object")
+        body = req.json_object()
+    except BadJson as exc:
+        return _bad(req, f"code=400, message={exc}")
     today = day_number(req.t)
     selected = _period(body.get("selectedPeriod"), "selectedPeriod")
     if isinstance(selected, str):
@@ -241,22 +237,7 @@ def funnel_history(req: Request) -> Response:
             acc = buckets.setdefault(key, views.empty_counts())
             for k, v in per_day[dn].get(nm, {}).items():
                 acc[k] += v
-        history = [
-            {
-                "date": dn_to_date(key).isoformat(),
-                "openCount": f["opens"],
-                "cartCount": f["carts"],
-                "orderCount": f["orders"],
-                "orderSum": views.rubles(f["order_k"]),
-                "buyoutCount": f["buyouts"],
-                "buyoutSum": views.rubles(f["buyout_k"]),
-                "buyoutPercent": views.pct(f["buyouts"], f["buyouts"] + f["cancels"] + f["returns"]),
-                "addToCartConversion": views.pct(f["carts"], f["opens"]),
-                "cartToOrderConversion": views.pct(f["orders"], f["carts"]),
-                "addToWishlistCount": f["wishlist"],
-            }
-            for key, f in sorted(buckets.items())
-        ]
+        history = [{"date": dn_to_date(key).isoformat(), **views.history_item(f)} for key, f in sorted(buckets.items())]
         out.append({"product": _product_head(p), "history": history, "currency": "RUB"})
     return Response(200, out)
 
@@ -270,11 +251,9 @@ def funnel_history(req: Request) -> Response:
 )
 def stocks_report(req: Request) -> Response:
     try:
-        body = req.json()
-    except BadJson:
-        return _bad(req, "code=400, message=invalid JSON body")
-    if not isinstance(body, dict):
-        return _bad(req, "code=400, message=body must be a JSON object")
+        body = req.json_object()
+    except BadJson as exc:
+        return _bad(req, f"code=400, message={exc}")
     nm_ids = _uint_list(body, "nmIds", 1000)
     chrt_ids = _uint_list(body, "chrtIds")
     for value in (nm_ids, chrt_ids):

@@ -39,8 +39,15 @@ class Request:
     def json(self) -> Any:
         try:
             return orjson.loads(self.body)
-        except orjson.JSONDecodeError as exc:
-            raise BadJson(str(exc)) from None
+        except orjson.JSONDecodeError:
+            raise BadJson("invalid JSON body") from None
+
+    def json_object(self) -> dict[str, Any]:
+        """The body as a JSON object; BadJson (with a message for the 400) otherwise."""
+        body = self.json()
+        if not isinstance(body, dict):
+            raise BadJson("body must be a JSON object")
+        return body
 
     def request_id(self) -> str:
         return self.sim.next_request_id()

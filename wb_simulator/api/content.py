@@ -17,10 +17,9 @@ def _bad(text: str) -> Response:
 @endpoint("content", "POST", "/content/v2/get/cards/list", "content")
 def cards_list(req: Request) -> Response:
     try:
-        body = req.json()
+        settings = req.json_object().get("settings", {})
     except BadJson:
         return _bad("Request body can not be decoded")
-    settings = body.get("settings", {}) if isinstance(body, dict) else None
     if not isinstance(settings, dict):
         return _bad("Request body can not be decoded")
     cursor = settings.get("cursor") or {}

@@ -63,36 +63,29 @@ def _select(items: Sequence[Feedback | Question], p: dict[str, Any]) -> list[Fee
     return found[p["skip"] : p["skip"] + p["take"]]
 
 
-@endpoint("feedbacks", "GET", "/api/v1/feedbacks", "feedbacks")
-def feedbacks(req: Request) -> Response:
-    params = _list_params(req, 5000, 199_990, None)
+def _listing(req: Request, kind: str, params: dict[str, Any] | str) -> Response:
     if isinstance(params, str):
         return _bad(req, params)
     inbox = req.sim.inboxes[req.cabinet.id]
     inbox.ensure(req.t)
-    unanswered = sum(1 for f in inbox.feedbacks if f.answer is None)
+    items: Sequence[Feedback | Question] = inbox.feedbacks if kind == "feedbacks" else inbox.questions
+    unanswered = sum(1 for i in items if i.answer is None)
     data = {
         "countUnanswered": unanswered,
-        "countArchive": len(inbox.feedbacks) - unanswered,
-        "feedbacks": [f.render(req.cabinet) for f in _select(inbox.feedbacks, params)],
+        "countArchive": len(items) - unanswered,
+        kind: [i.render(req.cabinet) for i in _select(items, params)],
     }
     return Response(200, envelope(data, feedbacks=True))
+
+
+@endpoint("feedbacks", "GET", "/api/v1/feedbacks", "feedbacks")
+def feedbacks(req: Request) -> Response:
+    return _listing(req, "feedbacks", _list_params(req, 5000, 199_990, None))
 
 
 @endpoint("feedbacks", "GET", "/api/v1/questions", "feedbacks")
 def questions(req: Request) -> Response:
-    params = _list_params(req, 10_000, 10_000, 10_000)
-    if isinstance(params, str):
-        return _bad(req, params)
-    inbox = req.sim.inboxes[req.cabinet.id]
-    inbox.ensure(req.t)
-    unanswered = sum(1 for q in inbox.questions if q.answer is None)
-    data = {
-        "countUnanswered": unanswered,
-        "countArchive": len(inbox.questions) - unanswered,
-        "questions": [q.render(req.cabinet) for q in _select(inbox.questions, params)],
-    }
-    return Response(200, envelope(data, feedbacks=True))
+    return _listing(req, "questions", _list_params(req, 10_000, 10_000, 10_000))
 
 
 def _counts(req: Request, items: Sequence[Feedback | Question]) -> Response:
@@ -129,12 +122,9 @@ def _json_body(req: Request) -> dict[str, Any] | Response:
     if mime != "application/json":
         return _fbapi_bad(req, f"not a json content-type: {mime}")
     try:
-        body = req.json()
+        return req.json_object()
     except BadJson:
         return _fbapi_bad(req, "Неверный синтаксис JSON")
-    if not isinstance(body, dict):
-        return _fbapi_bad(req, "Неверный синтаксис JSON")
-    return body
 
 
 @endpoint("feedbacks", "POST", "/api/v1/feedbacks/answer", "feedbacks", write=True)
@@ -159,10 +149,10 @@ def answer_feedback(req: Request) -> Response:
 @endpoint("feedbacks", "PATCH", "/api/v1/questions", "feedbacks", write=True)
 def patch_question(req: Request) -> Response:
     try:
-        body = req.json()
+        body = req.json_object()
     except BadJson:
         return _bad(req, "Неверный синтаксис JSON")
-    if not isinstance(body, dict) or not isinstance(body.get("id"), str):
+    if not isinstance(body.get("id"), str):
         return _bad(req, "id: field required")
     inbox = req.sim.inboxes[req.cabinet.id]
     inbox.ensure(req.t)

@@ -30,11 +30,9 @@ def _bad(req: Request, detail: str) -> Response:
 @endpoint("finance", "POST", "/api/finance/v1/sales-reports/detailed", "finance.detailed")
 def detailed(req: Request) -> Response:
     try:
-        body = req.json()
-    except BadJson:
-        return _bad(req, "invalid JSON body")
-    if not isinstance(body, dict):
-        return _bad(req, "body must be a JSON object")
+        body = req.json_object()
+    except BadJson as exc:
+        return _bad(req, str(exc))
     for name in ("dateFrom", "dateTo"):
         if not body.get(name):
             return _bad(req, f"missing {name} params")

@@ -41,10 +41,10 @@ def goods_filter(req: Request) -> Response:
 @endpoint("prices", "POST", "/api/v2/upload/task", "prices", write=True)
 def upload_task(req: Request) -> Response:
     try:
-        body = req.json()
+        body = req.json_object()
     except BadJson:
         return _bad("Invalid data format")
-    items = body.get("data") if isinstance(body, dict) else None
+    items = body.get("data")
     if not isinstance(items, list):
         return _bad("Invalid data format")
     book = req.sim.price_books[req.cabinet.id]
