@@ -131,8 +131,8 @@ def _comparison(sel: dict[str, Any], past: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@endpoint("analytics", "POST", "/api/analytics/v3/sales-funnel/products", "analytics.funnel")
-def funnel_products(req: Request) -> Response:
+def _body_and_period(req: Request, days_back: int, too_old: str) -> tuple[dict[str, Any], int, int] | Response:
+    """The JSON body and its selectedPeriod (first, last Moscow day, last clamped to today)."""
     try:
         body = req.json_object()
     except BadJson as exc:
@@ -141,9 +141,18 @@ def funnel_products(req: Request) -> Response:
     selected = _period(body.get("selectedPeriod"), "selectedPeriod")
     if isinstance(selected, str):
         return _bad(req, f"code=400, message=invalid: {selected}")
-    if selected[0] < today - 365:
-        return _bad(req, "code=400, message=invalid: selectedPeriod: data is kept for the last 365 days")
-    first, last = selected[0], min(selected[1], today)
+    if selected[0] < today - days_back:
+        return _bad(req, f"code=400, message=invalid: selectedPeriod: {too_old}")
+    return body, selected[0], min(selected[1], today)
+
+
+@endpoint("analytics", "POST", "/api/analytics/v3/sales-funnel/products", "analytics.funnel")
+def funnel_products(req: Request) -> Response:
+    parsed = _body_and_period(req, 365, "data is kept for the last 365 days")
+    if isinstance(parsed, Response):
+        return parsed
+    body, first, last = parsed
+    today = day_number(req.t)
     past: tuple[int, int] | None = None
     if body.get("pastPeriod") is not None:
         asked = _period(body["pastPeriod"], "pastPeriod")
@@ -207,23 +216,16 @@ def funnel_products(req: Request) -> Response:
 
 @endpoint("analytics", "POST", "/api/analytics/v3/sales-funnel/products/history", "analytics.funnel")
 def funnel_history(req: Request) -> Response:
-    try:
-        body = req.json_object()
-    except BadJson as exc:
-        return _bad(req, f"code=400, message={exc}")
-    today = day_number(req.t)
-    selected = _period(body.get("selectedPeriod"), "selectedPeriod")
-    if isinstance(selected, str):
-        return _bad(req, f"code=400, message=invalid: {selected}")
-    if selected[0] < today - 7:
-        return _bad(req, "code=400, message=invalid: selectedPeriod: only the last week is available")
+    parsed = _body_and_period(req, 7, "only the last week is available")
+    if isinstance(parsed, Response):
+        return parsed
+    body, first, last = parsed
     nm_ids = _uint_list(body, "nmIds", 20)
     if isinstance(nm_ids, str) or not nm_ids:
         return _bad(req, "code=400, message=invalid: nmIds: from 1 to 20 items required")
     level = body.get("aggregationLevel", "day")
     if level not in ("day", "week"):
         return _bad(req, "code=400, message=invalid: aggregationLevel: day or week")
-    first, last = selected[0], min(selected[1], today)
     cab = req.cabinet
     per_day = {dn: views.funnel_counts(cab, dn, req.t) for dn in range(first, last + 1)}
     out = []
