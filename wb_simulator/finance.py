@@ -32,7 +32,7 @@ import bisect
 from typing import Any
 
 from wb_simulator import catalogs
-from wb_simulator.timefmt import DAY, day_start, dn_to_date, utc_z
+from wb_simulator.timefmt import DAY, day_number, day_start, dn_to_date, utc_z
 from wb_simulator.world import ACQUIRING_PERCENT, Cabinet, Order, Product, rng_for
 
 REPORT_HOUR = 3  # reports are created at 03:00 Moscow
@@ -109,6 +109,9 @@ class Ledger:
         self.lines: list[Line] = []
         self.rrd_ids: list[int] = []
         self.day_start_index: dict[int, int] = {}
+        #: Lines by the Moscow day of their source order (rrDate for lines without an order): the
+        #: day РНП attributes them to.
+        self.by_source_day: dict[int, list[Line]] = {}
         self.next_dn = cabinet.first_dn
         self._rrd = 1_000_000_000 * (cabinet.index + 1)
 
@@ -124,6 +127,7 @@ class Ledger:
         self._rrd += 1
         line = Line(self._rrd, kind, dn, order, product)
         self.lines.append(line)
+        self.by_source_day.setdefault(day_number(order.date) if order is not None else dn, []).append(line)
         self.rrd_ids.append(self._rrd)
         return line
 

@@ -392,10 +392,7 @@ class Truth:
                             acc["ad_orders"] += nm_row["orders"]
             ledger = self.sim.ledgers[cabinet_id]
             ledger.ensure(t)
-            for line in ledger.lines:
-                source_dn = day_number(line.order.date) if line.order is not None else line.dn
-                if source_dn != dn:
-                    continue
+            for line in ledger.by_source_day.get(dn, ()):
                 nm = line.product.nm_id if line.product is not None else 0
                 acc = by_nm[nm]
                 sign = -1 if line.kind == "return" else 1

@@ -137,6 +137,14 @@ def test_day_totals_sum_the_domains(env: tuple[Simulator, Wb]) -> None:
     assert totals["total"]["ad_views"] == sum(d["views"] for d in ads.values())
     assert totals["total"]["ad_spend"] == sum(dec(d["sum"]) for d in ads.values())
     assert totals["by_nm"][0]["storage"] > 0  # lines not tied to a product land on nm 0
+    # Finance counts on the day the source order was placed (srid → order date), else on rrDate.
+    placed = {o["srid"]: o["date"][:10] for o in sim.truth.orders("c1")}
+    for_pay = Decimal(0)
+    for line in sim.truth.report_lines("c1", date(2026, 7, 1), date(2026, 8, 31)):
+        source_day = placed[line["srid"]] if line["srid"] else line["rrDate"]
+        if source_day == DAY.isoformat():
+            for_pay += dec(line["forPay"]) * (-1 if line["docTypeName"] == "Возврат" else 1)
+    assert for_pay > 0 and totals["total"]["for_pay"] == for_pay
 
 
 def test_advance_changes_old_orders_and_incremental_feeds_see_them_again() -> None:
