@@ -17,7 +17,7 @@ Methods (every iterator yields one list per WB page; lists are complete or an ex
 - statistics: ``iter_orders(date_from, *, flag=0) -> Iterator[list[Order]]``,
   ``iter_sales(date_from, *, flag=0) -> Iterator[list[Sale]]`` (flag 0: changed since, to the end,
   each row once; flag 1: the day of ``date_from``, one request)
-- finance: ``iter_report_lines(date_from, date_to, *, period="daily", limit=100000) ->
+- finance: ``iter_report_lines(date_from, date_to, *, period="daily", limit=100000, after_rrd_id=0) ->
   Iterator[list[ReportLine]]``
 - advertising: ``campaign_refs() -> list[CampaignRef]``,
   ``list_campaigns(ids=None, *, statuses=None, payment_type=None) -> list[Campaign]``,

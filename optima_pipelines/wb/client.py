@@ -203,15 +203,16 @@ class WbClient:
     # --- finance: the realization report ---------------------------------------------------------
 
     def iter_report_lines(
-        self, date_from: date, date_to: date, *, period: str = "daily", limit: int = 100_000
+        self, date_from: date, date_to: date, *, period: str = "daily", limit: int = 100_000, after_rrd_id: int = 0
     ) -> Iterator[list[m.ReportLine]]:
         """Realization report lines of ``[date_from, date_to]``, page by page along WB's rrdId
-        cursor, until WB answers 204 (or ``[]``, or a short page)."""
+        cursor, until WB answers 204 (or ``[]``, or a short page). ``after_rrd_id`` resumes after
+        the last line of a page already stored."""
         if period not in ("daily", "weekly"):
             raise self._refuse(REPORT, f"period must be daily or weekly, got {period!r}")
         if not 1 <= limit <= 100_000:
             raise self._refuse(REPORT, f"limit must be 1..100000, got {limit}")
-        rrd_id = 0
+        rrd_id = after_rrd_id
         while True:
             body = {
                 "dateFrom": date_from.isoformat(),
