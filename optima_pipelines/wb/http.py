@@ -264,6 +264,14 @@ class Transport:
             raise WbRequestError(
                 cabinet_id=self.cabinet_id, endpoint=str(endpoint), status=status, detail=self._detail(response)
             )
+        if status >= 300:
+            where = response.headers.get("Location", "nowhere")
+            raise WbRequestError(
+                cabinet_id=self.cabinet_id,
+                endpoint=str(endpoint),
+                status=status,
+                detail=f"unexpected redirect to {self._auth.redact(where)}: check the configured WB base URL",
+            )
         remaining = response.headers.get("X-Ratelimit-Remaining")
         if remaining is not None and remaining.isdigit():
             self.limiter.observe_remaining(self.cabinet_id, endpoint.group, rule, int(remaining))

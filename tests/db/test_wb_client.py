@@ -35,6 +35,7 @@ from optima_pipelines.wb import (
     WbClient,
     WbConfig,
     WbDeferred,
+    WbRequestError,
     WbResponseError,
     WbUnavailable,
 )
@@ -127,7 +128,12 @@ def make_client(
     made: list[tuple[WbClient, Recorder]] = []
 
     def make(
-        cabinet: str = "c2", token: str | None = None, *, limiter: RateLimiter | None = None, **config: Any
+        cabinet: str = "c2",
+        token: str | None = None,
+        *,
+        limiter: RateLimiter | None = None,
+        token_type: str = "personal",
+        **config: Any,
     ) -> tuple[WbClient, Recorder]:
         recorder = Recorder()
         client = WbClient(
@@ -135,6 +141,7 @@ def make_client(
             token if token is not None else sim.token(cabinet),
             config=_config(config.pop("base_url", base_url), **config),
             limiter=limiter or RateLimiter(MemoryLimiterStore()),
+            token_type=token_type,
             event_hooks=recorder.hooks,
         )
         made.append((client, recorder))
@@ -373,6 +380,19 @@ def test_a_bad_token_fails_at_once_and_never_leaks(kind: str, sim: Simulator, ma
     )
     assert token not in everything
     assert token.split(".")[2] not in everything
+
+
+def test_a_base_token_gets_wbs_base_limits_and_methods(sim: Simulator, make_client):
+    # "auto" reads the token type from the JWT (acc=1: Base), which selects WB's Base rows.
+    client, recorder = make_client("c2", sim.token("c2", token_type="base"), token_type="auto", time_scale=1.0)
+    assert client.token_type == "base"
+    with pytest.raises(WbRequestError, match="does not allow a base token"):
+        _all(client.iter_stocks())
+    assert recorder.requests == []
+    _all(client.iter_orders(TODAY - timedelta(days=1), flag=1))
+    with pytest.raises(WbDeferred) as caught:  # a Base token may ask for orders once in 3 hours
+        _all(client.iter_orders(TODAY - timedelta(days=2), flag=1))
+    assert "1 request(s) per 3 h" in str(caught.value) and len(recorder.requests) == 1
 
 
 def test_a_token_that_cannot_be_a_header_is_refused_before_sending(make_client):
