@@ -175,7 +175,7 @@ class WbClient:
         if flag not in (0, 1):
             raise self._refuse(endpoint, f"flag must be 0 or 1, got {flag!r}")
         if flag == 1:
-            day = date_from.date() if isinstance(date_from, datetime) else date_from
+            day = as_moscow(date_from).date() if isinstance(date_from, datetime) else date_from
             rows = self._get(endpoint, model, params={"dateFrom": day.isoformat(), "flag": 1})
             if rows:
                 yield rows

@@ -62,8 +62,9 @@ class Endpoint:
 class _Outcome(Exception):
     """An attempt that may be retried. ``sent``: whether WB may have acted on it."""
 
-    def __init__(self, description: str, *, sent: bool, rate_limited: bool = False):
+    def __init__(self, endpoint: Endpoint, description: str, *, sent: bool, rate_limited: bool = False):
         super().__init__(description)
+        self.endpoint = endpoint
         self.description = description
         self.sent = sent
         self.rate_limited = rate_limited
@@ -227,9 +228,9 @@ class Transport:
                 headers=headers,
             )
         except _NOT_SENT as exc:
-            raise _Outcome(f"cannot connect ({exc.__class__.__name__})", sent=False) from None
+            raise _Outcome(endpoint, f"cannot connect ({exc.__class__.__name__})", sent=False) from None
         except httpx.TransportError as exc:
-            raise _Outcome(f"network error ({exc.__class__.__name__})", sent=True) from None
+            raise _Outcome(endpoint, f"network error ({exc.__class__.__name__})", sent=True) from None
         elapsed = time.monotonic() - started
         log.debug(
             "WB %s for cabinet %s: HTTP %s in %.2f s, %d bytes",
@@ -257,9 +258,9 @@ class Transport:
                     seconds,
                     f"WB answered 429 to {endpoint} with a {retry:g} s pause",
                 )
-            raise _Outcome(f"HTTP 429 ({self._detail(response)})", sent=False, rate_limited=retry is not None)
+            raise _Outcome(endpoint, f"HTTP 429 ({self._detail(response)})", sent=False, rate_limited=retry is not None)
         if status >= 500:
-            raise _Outcome(f"HTTP {status}", sent=True)
+            raise _Outcome(endpoint, f"HTTP {status}", sent=True)
         if status >= 400:
             raise WbRequestError(
                 cabinet_id=self.cabinet_id, endpoint=str(endpoint), status=status, detail=self._detail(response)
@@ -293,7 +294,8 @@ class Transport:
     def _before_sleep(self, state: tenacity.RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
         log.warning(
-            "WB request for cabinet %s failed (%s), attempt %d of %d; retrying",
+            "WB %s for cabinet %s failed (%s), attempt %d of %d; retrying",
+            exc.endpoint if isinstance(exc, _Outcome) else "request",
             self.cabinet_id,
             exc,
             state.attempt_number,
