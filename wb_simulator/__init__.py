@@ -30,6 +30,12 @@ return adds a sales row (``S…``/``R…``, same ``srid``). The finance report i
 (see ``wb_simulator.finance``), the funnel and ad statistics are computed from the orders (see
 ``wb_simulator.views`` for the definitions that reconcile).
 
+**Paging** is WB's: statistics ``flag=0`` returns rows with lastChangeDate ≥ dateFrom, ~80,000 a
+page (never ending inside a group of rows changed at the same second), the boundary rows again at
+the top of the next page, and ``[]`` once only those are left; ``flag=1`` one Moscow day by
+``date``; rows kept 90 days. The finance report pages by ``rrdId`` and ends with 204; cards by the
+``{updatedAt, nmID}`` cursor; goods, funnel, stocks by offset; feedbacks/questions by skip/take.
+
 **Clock.** ``Simulator(now=datetime)`` pins simulated time there (only ``advance`` moves it): the
 same seed and ``now`` give the same answers. Without ``now`` simulated time follows real time
 (the CLI). ``sim.now()``, ``sim.advance(timedelta)``.
