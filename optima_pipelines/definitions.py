@@ -4,13 +4,25 @@ from __future__ import annotations
 
 from dagster import Definitions, EnvVar
 
+from optima_pipelines.assets.digitization import (
+    digitization_backfill_job,
+    digitization_import_job,
+    digitization_increment_job,
+    wb_orders,
+    wb_sales,
+)
 from optima_pipelines.assets.example import cabinet_status_summary
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sensors.cabinets import cabinet_partitions_sensor
+from optima_pipelines.sensors.digitization import digitization_backfill_schedule, digitization_increment_sensor
+from optima_pipelines.sensors.queue import account_busy_sensor
+from optima_pipelines.sensors.requests import requests_sensor
 
-ASSETS = [cabinet_status_summary]
-SENSORS = [cabinet_partitions_sensor]
+ASSETS = [wb_orders, wb_sales, cabinet_status_summary]
+JOBS = [digitization_increment_job, digitization_backfill_job, digitization_import_job]
+SCHEDULES = [digitization_backfill_schedule]
+SENSORS = [cabinet_partitions_sensor, requests_sensor, digitization_increment_sensor, account_busy_sensor]
 
 _warehouse = Warehouse(database_url=EnvVar("OPTIMA_DATABASE_URL"))
 RESOURCES = {
@@ -18,4 +30,4 @@ RESOURCES = {
     "wb": WbApi(warehouse=_warehouse),
 }
 
-defs = Definitions(assets=ASSETS, sensors=SENSORS, resources=RESOURCES)
+defs = Definitions(assets=ASSETS, jobs=JOBS, schedules=SCHEDULES, sensors=SENSORS, resources=RESOURCES)

@@ -15,6 +15,7 @@ TAG_QUEUE_CLASS = "optima/queue-class"  # "sync" for the six sync queues (SYNC_Q
 TAG_SERIAL_QUEUE = "optima/serial-queue"  # queues that run one at a time
 TAG_REQUEST_ID = "optima/request-id"  # the request row a run serves
 TAG_TRIGGER = "optima/trigger"  # schedule | sensor | user | backfill | manual
+TAG_SKIPPED = "optima/skipped"  # account-busy: a scheduled run that waited past its cadence window
 TAG_PRIORITY = "dagster/priority"
 
 PRIORITY_USER = 100  # user imports and on-demand syncs overtake scheduled work
@@ -63,6 +64,8 @@ QUEUES: dict[str, Queue] = {
 #: (the UI's Materialize button, `dagster asset materialize`, backfills).
 ASSET_QUEUES: dict[str, str] = {
     "cabinet_status_summary": "example-jobs",
+    "wb_orders": "digitization-sync",
+    "wb_sales": "digitization-sync",
 }
 
 

@@ -37,12 +37,25 @@ def _cabinet_of_key(key: str) -> str | None:
     return key.split("|", 1)[0] if "|" in key else None
 
 
-def derive_gate_tags(tags: Mapping[str, str], asset_keys: list[str]) -> dict[str, str]:
+def cabinet_from_run_config(run_config: Mapping[str, Any] | None) -> str | None:
+    """The cabinet a job run serves when it is given as op config (``ops.<op>.config.cabinet_id``),
+    as `dagster job launch` and the Launchpad do."""
+    cabinets = {
+        (op or {}).get("config", {}).get("cabinet_id")
+        for op in ((run_config or {}).get("ops") or {}).values()
+        if isinstance(op, Mapping) and isinstance(op.get("config"), Mapping)
+    } - {None}
+    return cabinets.pop() if len(cabinets) == 1 else None
+
+
+def derive_gate_tags(
+    tags: Mapping[str, str], asset_keys: list[str], run_config: Mapping[str, Any] | None = None
+) -> dict[str, str]:
     """The tags to add to a run so that the queue limits apply to it. Pure: unit-tested."""
     queue = QUEUES.get(tags.get(TAG_QUEUE, "")) or queue_for_assets(asset_keys)
     if queue is None:
         return {}
-    cabinet = tags.get(TAG_CABINET) or tags.get(PARTITION_CABINET_TAG)
+    cabinet = tags.get(TAG_CABINET) or tags.get(PARTITION_CABINET_TAG) or cabinet_from_run_config(run_config)
     if cabinet is None and RANGE_START_TAG in tags:
         start, end = _cabinet_of_key(tags[RANGE_START_TAG]), _cabinet_of_key(tags.get(RANGE_END_TAG, ""))
         cabinet = start if start is not None and start == end else MULTI_CABINET
@@ -58,7 +71,7 @@ class OptimaRunCoordinator(QueuedRunCoordinator):
     def submit_run(self, context: SubmitRunContext) -> DagsterRun:
         run = context.dagster_run
         asset_keys = [k.to_user_string() for k in (run.asset_selection or [])]
-        extra = derive_gate_tags(run.tags, asset_keys)
+        extra = derive_gate_tags(run.tags, asset_keys, run.run_config)
         if extra:
             self._instance.add_run_tags(run.run_id, extra)
             refreshed = self._instance.get_run_by_id(run.run_id)

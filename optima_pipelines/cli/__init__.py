@@ -41,9 +41,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from optima_pipelines.cli import cabinets, db, dev, wbsim
+    from optima_pipelines.cli import cabinets, db, dev, requests, wbsim
 
-    for module in (db, cabinets, dev, wbsim):
+    for module in (db, cabinets, dev, requests, wbsim):
         module.register(cli)
 
 

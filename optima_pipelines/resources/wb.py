@@ -26,23 +26,26 @@ class WbApi(ConfigurableResource):
     time_scale: float | None = None
     warehouse: ResourceDependency[Warehouse]
 
-    def config(self) -> WbConfig:
-        overrides: dict[str, object] = {"max_wait_seconds": self.max_wait_seconds}
+    def config(self, max_wait_seconds: float | None = None) -> WbConfig:
+        overrides: dict[str, object] = {
+            "max_wait_seconds": self.max_wait_seconds if max_wait_seconds is None else max_wait_seconds
+        }
         if self.time_scale is not None:
             overrides["time_scale"] = self.time_scale
         if self.base_url:
             return WbConfig.for_base_url(self.base_url, **overrides)
         return WbConfig.from_env(**overrides)
 
-    def client(self, cabinet_id: str) -> WbClient:
+    def client(self, cabinet_id: str, max_wait_seconds: float | None = None) -> WbClient:
         """A client for one cabinet (raises ``UnknownCabinet`` for a cabinet that does not exist).
-        Close it when done, e.g. ``with wb.client(cabinet_id) as client``."""
+        Close it when done, e.g. ``with wb.client(cabinet_id) as client``. ``max_wait_seconds``
+        overrides the resource's for work a person is waiting on (a partition, an import)."""
         with self.warehouse.connect() as conn:
             token = get_token(conn, self.warehouse.cipher(), cabinet_id)
         return WbClient(
             cabinet_id,
             token,
-            config=self.config(),
+            config=self.config(max_wait_seconds),
             limiter=RateLimiter(PostgresLimiterStore(self.warehouse.connect)),
             token_type=token_type_of(token) or "personal",
         )

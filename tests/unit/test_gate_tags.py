@@ -39,3 +39,13 @@ def test_queue_is_derived_from_assets_when_untagged():
 
 def test_unknown_work_is_left_alone():
     assert derive_gate_tags({}, ["something_else"]) == {}
+
+
+def test_job_launched_with_op_config_is_gated_by_its_cabinet():
+    run_config = {"ops": {"digitization_increment": {"config": {"cabinet_id": "c7"}}}}
+    extra = derive_gate_tags({TAG_QUEUE: "digitization-sync"}, [], run_config)
+    assert extra[TAG_CABINET] == "c7"
+
+
+def test_wb_job_without_a_cabinet_is_gated_as_multi():
+    assert derive_gate_tags({TAG_QUEUE: "digitization-sync"}, [], {})[TAG_CABINET] == MULTI_CABINET

@@ -1,0 +1,82 @@
+"""Every schedule and sensor of the deployment, declared in one place (the original's ScheduleRegistry).
+
+Each entry names the cadence, its timezone, the job it launches and what it fans out over; the
+sensor and schedule definitions themselves live in `sensors/<domain>.py` and take their name,
+cadence and job from here. `tests/unit/test_cadences.py` checks this list against DESIGN.md §2 and
+against what definitions.py actually registers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optima_pipelines.settings import load_settings
+from optima_pipelines.timeutil import MOSCOW_TZ_NAME
+
+
+@dataclass(frozen=True)
+class Cadence:
+    name: str  # the Dagster schedule/sensor name
+    queue: str  # the original queue (optima/queue tag)
+    job: str | None  # the job it launches (None: it launches nothing, e.g. partition bookkeeping)
+    kind: str  # "cron" | "interval" | "requests" | "events" | "table"
+    cadence: str  # cron expression, or a human interval
+    fans_out_over: str
+    timezone: str = MOSCOW_TZ_NAME
+    interval_seconds: int | None = None
+    #: How long a scheduled run may wait in the queue before it is skipped as account-busy.
+    window_seconds: int | None = None
+
+
+def _increment_seconds() -> int:
+    return max(1, load_settings().increment_interval_ms // 1000)
+
+
+def cadences() -> list[Cadence]:
+    increment = _increment_seconds()
+    return [
+        Cadence(
+            "cabinet_partitions_sensor",
+            "-",
+            None,
+            "table",
+            "every 30 s",
+            "the cabinets table (adds cabinets to the partition dimension)",
+            interval_seconds=30,
+        ),
+        Cadence(
+            "requests_sensor",
+            "-",
+            None,
+            "requests",
+            "every 10 s",
+            "pending rows of the requests table (user imports and on-demand work)",
+            interval_seconds=10,
+        ),
+        Cadence(
+            "digitization_increment_sensor",
+            "digitization-sync",
+            "digitization_increment",
+            "interval",
+            f"every {increment // 60} min (DIGITIZATION_INCREMENT_INTERVAL_MS)",
+            "active cabinets",
+            interval_seconds=increment,
+            window_seconds=increment,
+        ),
+        Cadence(
+            "digitization_backfill_schedule",
+            "digitization-sync",
+            "digitization_backfill",
+            "cron",
+            "0 3 * * *",
+            "active cabinets",
+            window_seconds=3 * 3600,
+        ),
+    ]
+
+
+def cadence(name: str) -> Cadence:
+    for c in cadences():
+        if c.name == name:
+            return c
+    raise KeyError(name)

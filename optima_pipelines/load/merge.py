@@ -1,0 +1,120 @@
+"""Idempotent upserts: COPY into a temporary table, then one INSERT ... ON CONFLICT DO UPDATE.
+
+Only rows whose values actually differ are updated, so re-running a load changes nothing (and
+reports nothing changed). The caller owns the transaction: the staged rows, the merge and any
+cursor update commit together, or not at all, so a run that dies midway leaves no partial rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+_stage_ids = itertools.count(1)
+
+
+@dataclass
+class MergeResult:
+    rows_staged: int = 0
+    inserted: int = 0
+    updated: int = 0
+    #: Per business day (the table's day column): rows inserted, rows changed.
+    inserted_by_day: Counter[date] = field(default_factory=Counter)
+    updated_by_day: Counter[date] = field(default_factory=Counter)
+
+    @property
+    def changed_days(self) -> set[date]:
+        return set(self.inserted_by_day) | set(self.updated_by_day)
+
+    @property
+    def unchanged(self) -> int:
+        return self.rows_staged - self.inserted - self.updated
+
+    def __iadd__(self, other: MergeResult) -> MergeResult:
+        self.rows_staged += other.rows_staged
+        self.inserted += other.inserted
+        self.updated += other.updated
+        self.inserted_by_day.update(other.inserted_by_day)
+        self.updated_by_day.update(other.updated_by_day)
+        return self
+
+
+def merge_rows(
+    conn: psycopg.Connection,
+    table: str,
+    columns: Sequence[str],
+    key: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    day_column: str | None = "day",
+    run_id: str | None = None,
+) -> MergeResult:
+    """Upsert ``rows`` (tuples in ``columns`` order) into ``table`` keyed by ``key``.
+
+    Duplicate keys within ``rows`` are allowed: the last one wins (WB repeats rows at page
+    boundaries). Must run inside a transaction (``with conn.transaction():``).
+    """
+    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE and conn.autocommit:
+        raise RuntimeError("merge_rows must run inside a transaction")
+    stage = f"_stage_{table}_{next(_stage_ids)}"
+    ident = sql.Identifier
+    cols = sql.SQL(", ").join(map(ident, columns))
+    keys = sql.SQL(", ").join(map(ident, key))
+    conn.execute(
+        sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP").format(ident(stage), ident(table))
+    )
+    staged = 0
+    with conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(ident(stage), cols)) as copy:
+        for row in rows:
+            copy.write_row(row)
+            staged += 1
+    if staged == 0:
+        conn.execute(sql.SQL("DROP TABLE {}").format(ident(stage)))
+        return MergeResult()
+
+    non_key = [c for c in columns if c not in key]
+    set_clause = sql.SQL(", ").join(
+        [sql.SQL("{0} = EXCLUDED.{0}").format(ident(c)) for c in non_key]
+        + [sql.SQL("loaded_at = now(), run_id = EXCLUDED.run_id")] * (run_id is not None)
+    )
+    distinct = sql.SQL("({}) IS DISTINCT FROM ({})").format(
+        sql.SQL(", ").join(sql.SQL("{}.{}").format(ident(table), ident(c)) for c in non_key),
+        sql.SQL(", ").join(sql.SQL("EXCLUDED.{}").format(ident(c)) for c in non_key),
+    )
+    insert_cols = sql.SQL(", ").join(map(ident, [*columns, *(["run_id"] if run_id is not None else [])]))
+    select_cols = sql.SQL(", ").join([*map(ident, columns), *([sql.Literal(run_id)] if run_id is not None else [])])
+    returning = sql.SQL("(xmax = 0), {}").format(ident(day_column)) if day_column else sql.SQL("(xmax = 0), NULL")
+    query = sql.SQL(
+        "INSERT INTO {table} ({insert_cols}) "
+        "SELECT DISTINCT ON ({keys}) {select_cols} FROM {stage} ORDER BY {keys}, ctid DESC "
+        "ON CONFLICT ({keys}) DO UPDATE SET {set_clause} WHERE {distinct} "
+        "RETURNING {returning}"
+    ).format(
+        table=ident(table),
+        insert_cols=insert_cols,
+        keys=keys,
+        select_cols=select_cols,
+        stage=ident(stage),
+        set_clause=set_clause,
+        distinct=distinct,
+        returning=returning,
+    )
+    result = MergeResult(rows_staged=staged)
+    for inserted, day in conn.execute(query):
+        if inserted:
+            result.inserted += 1
+            if day is not None:
+                result.inserted_by_day[day] += 1
+        else:
+            result.updated += 1
+            if day is not None:
+                result.updated_by_day[day] += 1
+    conn.execute(sql.SQL("DROP TABLE {}").format(ident(stage)))
+    return result

@@ -1,0 +1,103 @@
+"""The request outbox: work the backend asks for (the original's POST -> 202 + jobId).
+
+The backend (or `optima-pipelines request ...`) inserts a row with a kind, a cabinet and a JSON
+payload. The requests sensor validates it with the kind's handler, launches one run per request
+(exactly once: the run key is the request id), and keeps the row's status in step with the run:
+pending -> running (run id recorded) -> succeeded | failed (with the error text). A request that
+cannot be served (unknown cabinet, bad payload) ends as failed with the reason and launches nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from optima_pipelines.errors import InvalidInput
+
+STATUSES = ("pending", "running", "succeeded", "failed")
+OPEN_STATUSES = ("pending", "running")
+MAX_ERROR_LENGTH = 4000
+
+
+@dataclass(frozen=True)
+class Request:
+    id: int
+    kind: str
+    cabinet_id: str | None
+    payload: Any
+    status: str
+    run_id: str | None
+    error: str | None
+    result: Any
+    created_at: datetime
+
+
+_SELECT = sql.SQL("SELECT id, kind, cabinet_id, payload, status, run_id, error, result, created_at FROM requests ")
+
+
+def create_request(conn: psycopg.Connection, kind: str, cabinet_id: str | None, payload: dict[str, Any]) -> int:
+    if not kind or not kind.strip():
+        raise InvalidInput("a request needs a kind")
+    row = conn.execute(
+        "INSERT INTO requests (kind, cabinet_id, payload) VALUES (%s, %s, %s) RETURNING id",
+        (kind, cabinet_id, Jsonb(payload)),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def get_request(conn: psycopg.Connection, request_id: int) -> Request:
+    row = conn.execute(_SELECT + sql.SQL("WHERE id = %s"), (request_id,)).fetchone()
+    if row is None:
+        raise InvalidInput(f"request {request_id} does not exist")
+    return Request(*row)
+
+
+def open_requests(conn: psycopg.Connection, kinds: list[str], limit: int = 200) -> list[Request]:
+    """Pending and running requests of these kinds, oldest first (bounded)."""
+    rows = conn.execute(
+        _SELECT + sql.SQL("WHERE status IN ('pending', 'running') AND kind = ANY(%s) ORDER BY id LIMIT %s"),
+        (kinds, limit),
+    ).fetchall()
+    return [Request(*r) for r in rows]
+
+
+def mark_running(conn: psycopg.Connection, request_id: int, run_id: str) -> bool:
+    """pending -> running with the run id; a no-op for a request already past pending."""
+    cur = conn.execute(
+        "UPDATE requests SET status = 'running', run_id = %s, started_at = coalesce(started_at, now()), "
+        "updated_at = now() WHERE id = %s AND status IN ('pending', 'running')",
+        (run_id, request_id),
+    )
+    return cur.rowcount == 1
+
+
+def mark_succeeded(conn: psycopg.Connection, request_id: int, run_id: str | None, result: dict[str, Any]) -> None:
+    conn.execute(
+        "UPDATE requests SET status = 'succeeded', run_id = coalesce(%s, run_id), result = %s, error = NULL, "
+        "finished_at = now(), updated_at = now() WHERE id = %s AND status IN ('pending', 'running')",
+        (run_id, Jsonb(json.loads(json.dumps(result, default=str))), request_id),
+    )
+
+
+def mark_failed(conn: psycopg.Connection, request_id: int, error: str, run_id: str | None = None) -> None:
+    conn.execute(
+        "UPDATE requests SET status = 'failed', run_id = coalesce(%s, run_id), error = %s, "
+        "finished_at = now(), updated_at = now() WHERE id = %s AND status IN ('pending', 'running')",
+        (run_id, error[:MAX_ERROR_LENGTH], request_id),
+    )
+
+
+def live_user_import_cabinets(conn: psycopg.Connection) -> set[str]:
+    """Cabinets with a user import pending or running: fan-outs skip them (the original's rule)."""
+    rows = conn.execute(
+        "SELECT DISTINCT cabinet_id FROM requests WHERE status IN ('pending', 'running') "
+        "AND kind LIKE 'import-user-%' AND cabinet_id IS NOT NULL"
+    ).fetchall()
+    return {r[0] for r in rows}

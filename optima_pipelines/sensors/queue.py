@@ -1,0 +1,75 @@
+"""Queue hygiene: scheduled runs never wait longer than their cadence window.
+
+The original let a scheduled job wait at most one cadence window (ads 5 min, the increment its
+interval, the nightly backfill 3 h, finance 6 h) behind a busy cabinet, then end it as
+`skipped: account-busy`. Here a sensor cancels such queued runs and marks them with the tag
+``optima/skipped=account-busy`` and an event that says why; the next tick of the cadence brings
+fresh work anyway.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from dagster import (
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunsFilter,
+    SensorEvaluationContext,
+    SkipReason,
+    sensor,
+)
+
+from optima_pipelines.cadences import cadences
+from optima_pipelines.queues import TAG_SKIPPED, TAG_TRIGGER
+
+ACCOUNT_BUSY = "account-busy"
+
+
+@dataclass(frozen=True)
+class QueuedRun:
+    run_id: str
+    job_name: str
+    queued_seconds: float
+
+
+def windows_by_job() -> dict[str, int]:
+    return {c.job: c.window_seconds for c in cadences() if c.job and c.window_seconds}
+
+
+def overdue(runs: list[QueuedRun], windows: dict[str, int]) -> list[tuple[QueuedRun, int]]:
+    """Scheduled runs queued longer than their job's cadence window (pure: unit-tested)."""
+    return [(r, windows[r.job_name]) for r in runs if r.job_name in windows and r.queued_seconds > windows[r.job_name]]
+
+
+@sensor(
+    name="account_busy_sensor",
+    minimum_interval_seconds=30,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Cancels scheduled runs still queued after their cadence window and marks them "
+    "`optima/skipped=account-busy` (the original's skipped: account-busy).",
+)
+def account_busy_sensor(context: SensorEvaluationContext):
+    instance = context.instance
+    now = time.time()
+    records = instance.get_run_records(
+        RunsFilter(statuses=[DagsterRunStatus.QUEUED], tags={TAG_TRIGGER: "schedule"}), limit=1000
+    )
+    queued = [
+        QueuedRun(r.dagster_run.run_id, r.dagster_run.job_name, now - r.create_timestamp.timestamp()) for r in records
+    ]
+    late = overdue(queued, windows_by_job())
+    for run, window in late:
+        dagster_run = instance.get_run_by_id(run.run_id)
+        if dagster_run is None or dagster_run.status != DagsterRunStatus.QUEUED:
+            continue
+        reason = (
+            f"skipped: {ACCOUNT_BUSY}: queued {run.queued_seconds / 60:.1f} min, longer than the "
+            f"{window / 60:.0f}-min cadence window of {run.job_name}; the next tick brings fresh work"
+        )
+        instance.add_run_tags(run.run_id, {TAG_SKIPPED: ACCOUNT_BUSY})
+        instance.report_engine_event(reason, dagster_run)
+        instance.run_coordinator.cancel_run(run.run_id)
+        context.log.info(f"{run.run_id}: {reason}")
+    return SkipReason(f"{len(queued)} scheduled runs queued, {len(late)} skipped as {ACCOUNT_BUSY}")

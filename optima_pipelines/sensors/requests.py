@@ -1,0 +1,141 @@
+"""The requests sensor: launches one run per pending request and keeps the request row in step with it.
+
+Request kinds are served by handlers (`RequestHandler`) that each domain declares next to its
+sensors; `HANDLERS` below lists them all. A handler validates the request and returns the run
+config; an invalid request ends as failed with the handler's reason and launches nothing.
+
+Exactly once: the run key is ``request-<id>``, and Dagster never launches a sensor run key twice,
+even across daemon restarts (DESIGN.md §4.9). The run id, status and error text are copied from the
+run onto the request on the following ticks (and by the run itself when it succeeds).
+"""
+
+from __future__ import annotations
+
+import psycopg
+from dagster import (
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunRequest,
+    RunsFilter,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
+
+from optima_pipelines import requests as outbox
+from optima_pipelines.cadences import cadence
+from optima_pipelines.errors import OptimaError
+from optima_pipelines.queues import PRIORITY_USER, TAG_REQUEST_ID, TAG_TRIGGER, queue_tags
+from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.sensors.handlers import RequestHandler
+
+
+def _handlers() -> dict[str, RequestHandler]:
+    from optima_pipelines.sensors import digitization
+
+    return {h.kind: h for h in [*digitization.REQUEST_HANDLERS]}
+
+
+HANDLERS = _handlers()
+
+
+def run_failure_reason(instance: DagsterInstance, run_id: str) -> str:
+    """The error text of a failed run: its step failure if any, else the run failure message."""
+    for event_type in (DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE):
+        logs = instance.all_logs(run_id, of_type=event_type)
+        for entry in reversed(logs):
+            event = entry.dagster_event
+            data = getattr(event, "event_specific_data", None) if event else None
+            error = getattr(data, "error", None)
+            if error is not None and getattr(error, "message", None):
+                return error.message.strip()
+            if event is not None and event.message:
+                return event.message.strip()
+    return "the run failed"
+
+
+def reconcile(instance: DagsterInstance, conn: psycopg.Connection, request: outbox.Request) -> str | None:
+    """Copy the state of the request's run onto it; returns the new status if it changed."""
+    runs = instance.get_runs(RunsFilter(tags={TAG_REQUEST_ID: str(request.id)}), limit=1)
+    if not runs:
+        return None
+    run = runs[0]
+    if run.status == DagsterRunStatus.SUCCESS:
+        outbox.mark_succeeded(conn, request.id, run.run_id, request.result or {})
+        return "succeeded"
+    if run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED):
+        reason = (
+            "the run was canceled"
+            if run.status == DagsterRunStatus.CANCELED
+            else run_failure_reason(instance, run.run_id)
+        )
+        outbox.mark_failed(conn, request.id, reason, run.run_id)
+        return "failed"
+    if request.status == "pending" or request.run_id != run.run_id:
+        outbox.mark_running(conn, request.id, run.run_id)
+        return "running"
+    return None
+
+
+def plan_requests(
+    conn: psycopg.Connection, instance: DagsterInstance, handlers: dict[str, RequestHandler]
+) -> tuple[list[RunRequest], list[str]]:
+    """Run requests for pending requests, and the state changes of open ones (for the tick's log)."""
+    run_requests: list[RunRequest] = []
+    changes: list[str] = []
+    for request in outbox.open_requests(conn, list(handlers)):
+        new_status = reconcile(instance, conn, request)
+        if new_status is not None:
+            changes.append(f"request {request.id}: {new_status}")
+            conn.commit()
+            continue
+        if request.status != "pending":
+            continue
+        handler = handlers[request.kind]
+        try:
+            run_config = handler.run_config(conn, request)
+        except OptimaError as exc:
+            outbox.mark_failed(conn, request.id, str(exc))
+            conn.commit()
+            changes.append(f"request {request.id}: failed ({exc})")
+            continue
+        run_requests.append(
+            RunRequest(
+                run_key=f"request-{request.id}",
+                job_name=handler.job.name,
+                run_config=run_config,
+                tags={
+                    **queue_tags(handler.queue, cabinet_id=request.cabinet_id, priority=PRIORITY_USER),
+                    TAG_REQUEST_ID: str(request.id),
+                    TAG_TRIGGER: "user",
+                },
+            )
+        )
+    return run_requests, changes
+
+
+_CADENCE = cadence("requests_sensor")
+
+
+@sensor(
+    name=_CADENCE.name,
+    minimum_interval_seconds=_CADENCE.interval_seconds or 10,
+    default_status=DefaultSensorStatus.RUNNING,
+    jobs=[h.job for h in HANDLERS.values()],
+    description="Launches one run per pending request (user imports, on-demand syncs) at user priority, "
+    "and copies each run's id, status and error onto its request row.",
+)
+def requests_sensor(context: SensorEvaluationContext, warehouse: Warehouse):
+    try:
+        with warehouse.connect() as conn:
+            run_requests, changes = plan_requests(conn, context.instance, HANDLERS)
+    except (psycopg.Error, OptimaError) as exc:
+        return SkipReason(f"could not read the requests table: {exc.__class__.__name__}: {exc}")
+    for change in changes:
+        context.log.info(change)
+    if not run_requests:
+        return SkipReason(f"no new requests ({len(changes)} updated)")
+    return SensorResult(run_requests=run_requests)

@@ -1,0 +1,223 @@
+"""Digitization feeds (the original's `digitization-sync` queue): WB orders and sales/returns.
+
+Three ways to load, one mechanism (fetch pages from WB, merge each page in its own transaction):
+
+- a **day** (a `cabinet|day` partition materialized from the UI, a backfill or the CLI): `flag=1`
+  returns exactly that Moscow day; inside a backfill, one `flag=0` fetch from the day serves every
+  later day of the backfill (see `plan_partition_fetch`);
+- the **increment** (every 30 min): `flag=0` from the stored cursor minus an overlap; the cursor
+  (the last `lastChangeDate` seen) is saved in the same transaction as each page;
+- a **window** (the nightly backfill, a user import): `flag=0` from the window's first day; one
+  request per WB page (≈80k rows), never one per day.
+
+WB's `flag=0` returns every row whose `lastChangeDate` is on or after `dateFrom`, so cancellations
+and returns of old orders come back and their (old) days are reported as changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+import psycopg
+
+from optima_pipelines.load import MergeResult, merge_rows
+from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
+from optima_pipelines.timeutil import MOSCOW, now_moscow
+from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
+
+#: Re-read this much before the stored cursor: WB publishes its feed in batches (every ~30 min) and
+#: rows can appear with a lastChangeDate slightly before the newest one already seen.
+INCREMENT_OVERLAP = timedelta(hours=1)
+#: WB keeps statistics rows for 90 days from the order.
+WB_HORIZON_DAYS = 90
+
+Connect = Callable[[], psycopg.Connection]
+
+
+@dataclass(frozen=True)
+class Feed:
+    """One WB statistics feed and the table it lands in."""
+
+    name: str  # "orders" | "sales": also the sync_state feed name
+    asset: str  # the Dagster asset key
+    table: str
+    key: tuple[str, ...]
+    model: type
+    fetch: Callable[[WbClient, datetime | date, int], Iterator[list[Any]]]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The table columns a load writes: the cabinet, then the row model's own (day included)."""
+        return ("cabinet_id", *self.model.COLUMNS)  # type: ignore[attr-defined]
+
+    def to_rows(self, page: Sequence[Any], cabinet_id: str, only_day: date | None = None) -> list[tuple[Any, ...]]:
+        return [(cabinet_id, *r.copy_row()) for r in page if only_day is None or r.day == only_day]
+
+
+ORDERS = Feed(
+    "orders", "wb_orders", "wb_orders", ("cabinet_id", "srid"), Order, lambda c, d, f: c.iter_orders(d, flag=f)
+)
+SALES = Feed("sales", "wb_sales", "wb_sales", ("cabinet_id", "sale_id"), Sale, lambda c, d, f: c.iter_sales(d, flag=f))
+FEEDS = {f.asset: f for f in (ORDERS, SALES)}
+
+
+@dataclass
+class FeedRun:
+    """What one feed load did: for run metadata, request results and logs."""
+
+    feed: Feed
+    rows_fetched: int = 0
+    pages: int = 0
+    merge: MergeResult = field(default_factory=MergeResult)
+    cursor: datetime | None = None
+    deferred_until: datetime | None = None
+    deferred_reason: str | None = None
+
+    @property
+    def changed_days(self) -> set[date]:
+        return self.merge.changed_days
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "rows_fetched": self.rows_fetched,
+            "rows_inserted": self.merge.inserted,
+            "rows_updated": self.merge.updated,
+            "pages": self.pages,
+            "changed_days": sorted(d.isoformat() for d in self.changed_days),
+            "deferred_until": self.deferred_until.isoformat() if self.deferred_until else None,
+        }
+
+
+def load_feed(
+    connect: Connect,
+    client: WbClient,
+    feed: Feed,
+    cabinet_id: str,
+    date_from: datetime | date,
+    *,
+    flag: int,
+    run_id: str | None,
+    cursor_feed: str | None = None,
+    only_day: date | None = None,
+) -> FeedRun:
+    """Fetch every page and merge it, one transaction per page (with the cursor, if ``cursor_feed``).
+
+    A WB rate-limit pause longer than the client's limit raises WbDeferred before a request is
+    sent: the pages merged so far stay committed, the resume time is recorded in sync_state, and
+    the returned FeedRun says until when the load was deferred.
+    """
+    run = FeedRun(feed)
+    with connect() as conn:
+        try:
+            for page in feed.fetch(client, date_from, flag):
+                run.pages += 1
+                run.rows_fetched += len(page)
+                rows = feed.to_rows(page, cabinet_id, only_day)
+                with conn.transaction():
+                    run.merge += merge_rows(conn, feed.table, feed.columns, feed.key, rows, run_id=run_id)
+                    if page:
+                        newest = max(r.last_change_date for r in page)
+                        run.cursor = newest if run.cursor is None else max(run.cursor, newest)
+                        if cursor_feed is not None:
+                            save_cursor(
+                                conn, cabinet_id, cursor_feed, {"last_change_date": run.cursor.isoformat()}, run_id
+                            )
+        except WbDeferred as deferred:
+            run.deferred_until = deferred.resume_at
+            run.deferred_reason = str(deferred)
+            with conn.transaction():
+                mark_deferred(conn, cabinet_id, cursor_feed or feed.name, deferred.resume_at, str(deferred))
+            return run
+        if cursor_feed is not None:
+            with conn.transaction():
+                mark_success(conn, cabinet_id, cursor_feed, run_id)
+    return run
+
+
+def increment_start(connect: Connect, feed: Feed, cabinet_id: str) -> datetime:
+    """Where the increment starts: the stored cursor minus the overlap, else WB's 90-day horizon."""
+    with connect() as conn:
+        state = get_state(conn, cabinet_id, feed.name)
+    if state.cursor and state.cursor.get("last_change_date"):
+        return datetime.fromisoformat(state.cursor["last_change_date"]) - INCREMENT_OVERLAP
+    return window_start(now_moscow().date() - timedelta(days=WB_HORIZON_DAYS))
+
+
+def window_start(day: date) -> datetime:
+    """The first moment of a Moscow day, as WB's dateFrom."""
+    return datetime.combine(day, time.min, tzinfo=MOSCOW)
+
+
+# -- Partition loads ---------------------------------------------------------------------------
+
+
+RANGE_MEMO_SUFFIX = ":range"
+
+
+@dataclass(frozen=True)
+class PartitionFetch:
+    """How a `cabinet|day` partition run gets its data."""
+
+    #: "day" (flag=1, exactly that day), "range" (flag=0 from the day: serves later days of the
+    #: same backfill too) or "memo" (an earlier run of the same backfill already fetched it).
+    mode: str
+    date_from: date
+
+
+def plan_partition_fetch(day: date, *, backfill_id: str | None, memo: dict[str, Any] | None) -> PartitionFetch:
+    """Pure decision: a backfill of N days for one cabinet costs one WB fetch, not N.
+
+    The runs of one cabinet's backfill are serialised by the cabinet gate. The first one fetches
+    WB's change feed from its day (`flag=0`), which holds every row of that day and of all later
+    days, and records a memo (backfill id, from-day). A later run of the same backfill whose day
+    the memo covers needs no request: the backfill asked for the data as of its launch, and the
+    memo's fetch is no older than that. Outside backfills a partition reloads exactly its day
+    (`flag=1`, one request).
+    """
+    if backfill_id is None:
+        return PartitionFetch("day", day)
+    if memo is not None and memo.get("backfill") == backfill_id and date.fromisoformat(memo["from"]) <= day:
+        return PartitionFetch("memo", date.fromisoformat(memo["from"]))
+    return PartitionFetch("range", day)
+
+
+def load_partition(
+    connect: Connect,
+    client_factory: Callable[[], WbClient],
+    feed: Feed,
+    cabinet_id: str,
+    day: date,
+    *,
+    backfill_id: str | None,
+    run_id: str | None,
+) -> tuple[PartitionFetch, FeedRun]:
+    memo_feed = feed.name + RANGE_MEMO_SUFFIX
+    with connect() as conn:
+        memo = get_state(conn, cabinet_id, memo_feed).cursor
+    plan = plan_partition_fetch(day, backfill_id=backfill_id, memo=memo)
+    if plan.mode == "memo":
+        return plan, FeedRun(feed)
+    with client_factory() as client:
+        if plan.mode == "day":
+            run = load_feed(connect, client, feed, cabinet_id, day, flag=1, run_id=run_id, only_day=day)
+        else:
+            run = load_feed(connect, client, feed, cabinet_id, window_start(day), flag=0, run_id=run_id)
+    if plan.mode == "range" and run.deferred_until is None:
+        with connect() as conn, conn.transaction():
+            memo = {"from": day.isoformat(), "backfill": backfill_id, "fetched_at": now_moscow().isoformat()}
+            save_cursor(conn, cabinet_id, memo_feed, memo, run_id)
+    return plan, run
+
+
+def day_rows(connect: Connect, feed: Feed, cabinet_id: str, day: date) -> int:
+    with connect() as conn:
+        row = conn.execute(
+            psycopg.sql.SQL("SELECT count(*) FROM {} WHERE cabinet_id = %s AND day = %s").format(
+                psycopg.sql.Identifier(feed.table)
+            ),
+            (cabinet_id, day),
+        ).fetchone()
+    return int(row[0]) if row else 0

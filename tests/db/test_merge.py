@@ -1,0 +1,73 @@
+"""The staging merge: idempotent, change-aware, all-or-nothing."""
+
+from datetime import date, datetime
+from decimal import Decimal
+
+import psycopg
+import pytest
+
+from optima_pipelines.load import merge_rows
+from optima_pipelines.timeutil import MOSCOW
+
+COLUMNS = ("cabinet_id", "srid", "day", "date", "last_change_date", "nm_id", "total_price", "is_cancel")
+KEY = ("cabinet_id", "srid")
+
+
+def order(srid: str, day: int, price: str = "100.10", cancel: bool = False, changed_hour: int = 12):
+    ts = datetime(2026, 11, day, 10, 0, tzinfo=MOSCOW)
+    return ("c1", srid, date(2026, 11, day), ts, ts.replace(hour=changed_hour), 42, Decimal(price), cancel)
+
+
+def merge(conn, rows, run_id="r1"):
+    with conn.transaction():
+        return merge_rows(conn, "wb_orders", COLUMNS, KEY, rows, run_id=run_id)
+
+
+def test_insert_then_rerun_changes_nothing(warehouse_conn):
+    rows = [order("a", 1), order("b", 1), order("c", 2)]
+    first = merge(warehouse_conn, rows)
+    assert (first.inserted, first.updated, first.changed_days) == (3, 0, {date(2026, 11, 1), date(2026, 11, 2)})
+    again = merge(warehouse_conn, rows, run_id="r2")
+    assert (again.inserted, again.updated, again.changed_days) == (0, 0, set())
+    # The untouched rows keep the run that wrote them.
+    assert warehouse_conn.execute("SELECT DISTINCT run_id FROM wb_orders").fetchall() == [("r1",)]
+
+
+def test_only_changed_rows_are_updated_and_their_days_reported(warehouse_conn):
+    merge(warehouse_conn, [order("a", 1), order("b", 3)])
+    result = merge(warehouse_conn, [order("a", 1), order("b", 3, cancel=True, changed_hour=18)], run_id="r2")
+    assert (result.inserted, result.updated, result.changed_days) == (0, 1, {date(2026, 11, 3)})
+    assert warehouse_conn.execute("SELECT is_cancel, run_id FROM wb_orders WHERE srid = 'b'").fetchone() == (True, "r2")
+
+
+def test_money_keeps_every_kopeck(warehouse_conn):
+    merge(warehouse_conn, [order("a", 1, price="1234567.89"), order("b", 1, price="0.01")])
+    total = warehouse_conn.execute("SELECT sum(total_price) FROM wb_orders").fetchone()[0]
+    assert total == Decimal("1234567.90")
+
+
+def test_duplicate_keys_in_one_load_last_wins(warehouse_conn):
+    result = merge(warehouse_conn, [order("a", 1, price="1"), order("a", 1, price="2")])
+    assert result.inserted == 1
+    assert warehouse_conn.execute("SELECT total_price FROM wb_orders").fetchone()[0] == Decimal("2")
+
+
+def test_a_failure_midway_leaves_nothing(warehouse_conn):
+    merge(warehouse_conn, [order("a", 1)])
+
+    def rows():
+        yield order("b", 2)
+        yield order("c", 2)
+        raise RuntimeError("connection lost while reading WB page")
+
+    with pytest.raises(RuntimeError):
+        merge(warehouse_conn, rows())
+    assert warehouse_conn.execute("SELECT srid FROM wb_orders ORDER BY srid").fetchall() == [("a",)]
+
+
+def test_bad_row_names_the_column_and_writes_nothing(warehouse_conn):
+    bad = list(order("z", 4))
+    bad[COLUMNS.index("nm_id")] = "not-a-number"
+    with pytest.raises(psycopg.errors.InvalidTextRepresentation, match="bigint"):
+        merge(warehouse_conn, [order("y", 4), tuple(bad)])
+    assert warehouse_conn.execute("SELECT count(*) FROM wb_orders").fetchone()[0] == 0
