@@ -82,16 +82,20 @@ def bind(*, run_id: str | None = None, cabinet: str | None = None) -> Iterator[N
             var.reset(token)
 
 
+PARTITION_CABINET_TAG = "dagster/partition/cabinet"
+
+
 def cabinet_of(partition_key: Any, tags: Mapping[str, str]) -> str | None:
-    """The cabinet a run or step serves: the cabinet dimension of its partition, else the gate tag."""
+    """The cabinet a run or step serves: its partition's cabinet dimension, else the gate tag."""
     from optima_pipelines.queues import TAG_CABINET
 
     by_dimension = getattr(partition_key, "keys_by_dimension", None)
     if isinstance(by_dimension, Mapping) and "cabinet" in by_dimension:
         return str(by_dimension["cabinet"])
-    cabinet = tags.get(TAG_CABINET)
-    if cabinet and cabinet != "__multi__":
-        return cabinet
+    for tag in (PARTITION_CABINET_TAG, TAG_CABINET):
+        cabinet = tags.get(tag)
+        if cabinet and cabinet != "__multi__":
+            return cabinet
     return None
 
 
@@ -101,11 +105,14 @@ def _from_context(context: Any) -> tuple[str | None, str | None]:
     try:
         if context.has_partition_key:
             partition_key = context.partition_key
+            partitions_def = context.assets_def.partitions_def
             # Snapshots (cards, prices) are partitioned by cabinet alone: the key is the cabinet.
-            if getattr(context.partitions_def, "name", None) == "cabinets":
+            if getattr(partitions_def, "name", None) == "cabinets":
                 return run_id, str(partition_key)
-    except Exception:  # ranged or asset-less contexts raise rather than answer
-        partition_key = None
+            if hasattr(partitions_def, "get_partition_key_from_str"):
+                partition_key = partitions_def.get_partition_key_from_str(str(partition_key))
+    except Exception:  # ranged runs and plain ops raise rather than answer: fall back to the tags
+        pass
     try:
         tags = dict(context.run.tags)
     except Exception:
