@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import ensure_schemas, upgrade
 from optima_pipelines.db.urls import dagster_storage_url, with_database
-from optima_pipelines.ops.metrics import build_registry
+from optima_pipelines.ops.metrics import TAGS, build_registry
 from optima_pipelines.queues import QUEUES
 from optima_pipelines.runtime import project_file
 
@@ -166,7 +166,7 @@ def time_queries(database_url: str, schema: str, dagster_schema: str) -> list[tu
         timings = []
         for _ in range(10):
             started = time.perf_counter()
-            conn.execute(query).fetchall()
+            conn.execute(query, TAGS if name in ("queue_runs", "queued_age", "skipped_runs") else None).fetchall()
             timings.append(time.perf_counter() - started)
         out.append((name, timings))
     collector.close()

@@ -45,6 +45,7 @@ from psycopg import sql
 from optima_pipelines.db.connection import connect
 from optima_pipelines.ops.records import METRIC_FAMILIES, metric_family
 from optima_pipelines.ops.sqlfiles import load
+from optima_pipelines.queues import TAG_QUEUE, TAG_SKIPPED
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ FINISHED_BATCH = 5000
 WATERMARK_OVERLAP_SECONDS = 120
 
 FEED_FAMILIES = sorted({*METRIC_FAMILIES.values(), metric_family("")})
+TAGS = {"queue_tag": TAG_QUEUE, "skipped_tag": TAG_SKIPPED}
 
 
 @dataclass
@@ -141,7 +143,7 @@ class OptimaCollector(Collector):
             "finished in the last 24 h",
             labels=["queue", "status"],
         )
-        for queue, status, n in conn.execute(self._sql("queue_runs")).fetchall():
+        for queue, status, n in conn.execute(self._sql("queue_runs"), TAGS).fetchall():
             jobs.add_metric([queue, status.lower()], n)
 
         oldest = GaugeMetricFamily(
@@ -150,7 +152,7 @@ class OptimaCollector(Collector):
         by_queue = GaugeMetricFamily(
             "optima_queue_oldest_queued_age_seconds", "Age of the oldest queued run, per queue", labels=["queue"]
         )
-        ages = conn.execute(self._sql("queued_age")).fetchall()
+        ages = conn.execute(self._sql("queued_age"), TAGS).fetchall()
         for queue, age in ages:
             by_queue.add_metric([queue], max(0.0, float(age)))
         oldest.add_metric([], max([0.0, *(float(a) for _, a in ages)]))
@@ -160,7 +162,7 @@ class OptimaCollector(Collector):
             "Runs that ended skipped (reason: account-busy, ...) in the last 24 h",
             labels=["queue", "reason"],
         )
-        for queue, reason, n in conn.execute(self._sql("skipped_runs")).fetchall():
+        for queue, reason, n in conn.execute(self._sql("skipped_runs"), TAGS).fetchall():
             skipped.add_metric([queue, reason], n)
         return [jobs, oldest, by_queue, skipped]
 
@@ -173,7 +175,7 @@ class OptimaCollector(Collector):
         assert self._watermark is not None
         overlap = timedelta(seconds=WATERMARK_OVERLAP_SECONDS)
         rows = conn.execute(
-            self._sql("finished_runs"), {"since": self._watermark - overlap, "limit": FINISHED_BATCH}
+            self._sql("finished_runs"), {**TAGS, "since": self._watermark - overlap, "limit": FINISHED_BATCH}
         ).fetchall()
         for run_id, queue, status, start_time, end_time, updated in rows:
             if run_id in self._seen:

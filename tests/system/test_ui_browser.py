@@ -170,6 +170,7 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(deployment):
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import expect, sync_playwright
 
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     feed, target = LINEAGE[0], LINEAGE[-1]
     # The cabinet sensor puts the cabinet into the partition dimension within a tick or two.
