@@ -30,6 +30,7 @@ class RunningDeployment:
         log_path: Path,
         metrics_port: int | None = None,
         auth: tuple[str, str] | None = None,
+        env: dict[str, str] | None = None,
     ):
         self.proc = proc
         self.port = port
@@ -38,6 +39,8 @@ class RunningDeployment:
         self.metrics_url = f"http://127.0.0.1:{metrics_port}" if metrics_port else None
         #: (user, password) of the UI's basic auth, when the deployment was started with it.
         self.auth = auth
+        #: The environment variables the deployment was started with (on top of this process's).
+        self.env = env or {}
 
     def graphql(self, query: str, variables: dict[str, Any] | None = None, timeout: float = 60) -> dict[str, Any]:
         response = httpx.post(
@@ -95,7 +98,7 @@ def running_dev(
             env=full_env,
             start_new_session=True,
         )
-    dep = RunningDeployment(proc, port, log_path, metrics_port, auth)
+    dep = RunningDeployment(proc, port, log_path, metrics_port, auth, env)
     try:
         deadline = time.monotonic() + ready_timeout
         while True:
