@@ -4,9 +4,9 @@ One deployment (``optima-pipelines dev`` with basic auth, on the code location
 ``tests/system/ui_location.py``) serves every test here. Screenshots land in
 ``test-artifacts/ui/``.
 
-To check the production lineage instead of the stand-ins, change LINEAGE (first the feed, last the
-asset whose partitions are shown and backfilled) and point LOCATION_MODULE at
-``optima_pipelines.definitions``.
+The test location holds every production definition plus two stand-ins, so checking the real
+lineage is one line: ``LINEAGE = ("wb_orders", "rnp_daily")`` (first the feed, last the asset whose
+lineage, partitions and backfill are driven).
 """
 
 import base64
