@@ -9,7 +9,7 @@ from datetime import datetime
 import psycopg
 from psycopg import sql
 
-from optima_pipelines.errors import InvalidInput, UnknownCabinet
+from optima_pipelines.errors import ConfigError, InvalidInput, UnknownCabinet
 from optima_pipelines.secrets import TokenCipher
 
 CABINET_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -126,7 +126,9 @@ def rotate_key(conn: psycopg.Connection, old: TokenCipher, new: TokenCipher) -> 
         "SELECT id, wb_token_encrypted FROM cabinets WHERE wb_token_encrypted IS NOT NULL FOR UPDATE"
     ).fetchall()
     for cabinet_id, blob in rows:
-        conn.execute(
-            "UPDATE cabinets SET wb_token_encrypted = %s WHERE id = %s", (new.encrypt(old.decrypt(blob)), cabinet_id)
-        )
+        try:
+            token = old.decrypt(blob)
+        except ConfigError as exc:
+            raise ConfigError(f"cabinet {cabinet_id!r}: {exc}") from None
+        conn.execute("UPDATE cabinets SET wb_token_encrypted = %s WHERE id = %s", (new.encrypt(token), cabinet_id))
     return len(rows)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dagster import Definitions, EnvVar
 
+from optima_pipelines import logs
 from optima_pipelines.assets.digitization import (
     digitization_backfill_job,
     digitization_import_job,
@@ -12,6 +13,7 @@ from optima_pipelines.assets.digitization import (
     wb_sales,
 )
 from optima_pipelines.assets.example import cabinet_status_summary
+from optima_pipelines.ops.retention import prune_runs_job, prune_runs_schedule
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sensors.cabinets import cabinet_partitions_sensor
@@ -19,9 +21,13 @@ from optima_pipelines.sensors.digitization import digitization_backfill_schedule
 from optima_pipelines.sensors.queue import account_busy_sensor
 from optima_pipelines.sensors.requests import requests_sensor
 
+# Every process that loads the code location (code server, run workers) logs with run id and
+# cabinet on each line, and never a token.
+logs.install()
+
 ASSETS = [wb_orders, wb_sales, cabinet_status_summary]
-JOBS = [digitization_increment_job, digitization_backfill_job, digitization_import_job]
-SCHEDULES = [digitization_backfill_schedule]
+JOBS = [digitization_increment_job, digitization_backfill_job, digitization_import_job, prune_runs_job]
+SCHEDULES = [digitization_backfill_schedule, prune_runs_schedule]
 SENSORS = [cabinet_partitions_sensor, requests_sensor, digitization_increment_sensor, account_busy_sensor]
 
 _warehouse = Warehouse(database_url=EnvVar("OPTIMA_DATABASE_URL"))

@@ -15,8 +15,10 @@ TAG_QUEUE_CLASS = "optima/queue-class"  # "sync" for the six sync queues (SYNC_Q
 TAG_SERIAL_QUEUE = "optima/serial-queue"  # queues that run one at a time
 TAG_REQUEST_ID = "optima/request-id"  # the request row a run serves
 TAG_TRIGGER = "optima/trigger"  # schedule | sensor | user | backfill | manual
-TAG_SKIPPED = "optima/skipped"  # account-busy: a scheduled run that waited past its cadence window
 TAG_PRIORITY = "dagster/priority"
+#: Set on a run that ended without doing its work, with the reason (counted by /metrics).
+TAG_SKIPPED = "optima/skipped"
+SKIPPED_ACCOUNT_BUSY = "account-busy"
 
 PRIORITY_USER = 100  # user imports and on-demand syncs overtake scheduled work
 PRIORITY_SCHEDULED = 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from optima_pipelines.errors import ConfigError
@@ -34,6 +34,11 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "SYNC_QUEUE_CONCURRENCY": "How many cabinets the six sync queues process at once, in total. Default 5.",
     "DIGITIZATION_INCREMENT_INTERVAL_MS": "Interval of the orders/sales increment. Default 1800000 (30 min).",
     "OPTIMA_PARTITIONS_START": "First Moscow day of the cabinet x day partitions. Default 2025-01-01.",
+    "OPTIMA_UI_USER": "User name of the Dagster UI's HTTP basic auth. Set it and OPTIMA_UI_PASSWORD to require "
+    "a login on every route; unset, the UI runs without auth (and says so).",
+    "OPTIMA_UI_PASSWORD": "Password of the Dagster UI's HTTP basic auth (with OPTIMA_UI_USER).",
+    "OPTIMA_RUN_RETENTION_DAYS": "Successful runs older than this many days are deleted by the nightly "
+    "prune_runs maintenance job (failed runs are kept). Default 7.",
 }
 
 
@@ -41,15 +46,19 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
 class Settings:
     """A snapshot of the deployment's configuration."""
 
-    database_url: str | None
+    # Fields that may hold a password or a key never show in a repr (tracebacks, logs).
+    database_url: str | None = field(repr=False)
     env: str
     state_dir: Path
-    secret_key: str | None
-    dagster_storage_url: str | None
+    secret_key: str | None = field(repr=False)
+    dagster_storage_url: str | None = field(repr=False)
     wb_base_url: str | None
     sync_queue_concurrency: int
     increment_interval_ms: int
     partitions_start: str
+    ui_user: str | None = None
+    ui_password: str | None = field(default=None, repr=False)
+    run_retention_days: int = 7
 
     @property
     def warehouse_schema(self) -> str:
@@ -103,4 +112,7 @@ def load_settings() -> Settings:
         sync_queue_concurrency=_int_env("SYNC_QUEUE_CONCURRENCY", 5),
         increment_interval_ms=_int_env("DIGITIZATION_INCREMENT_INTERVAL_MS", 30 * 60 * 1000, minimum=1000),
         partitions_start=start,
+        ui_user=(os.environ.get("OPTIMA_UI_USER") or "").strip() or None,
+        ui_password=os.environ.get("OPTIMA_UI_PASSWORD") or None,
+        run_retention_days=_int_env("OPTIMA_RUN_RETENTION_DAYS", 7),
     )

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from dagster import MaterializeResult, MetadataValue, asset
 
+from optima_pipelines.logs import get_logger
 from optima_pipelines.resources.warehouse import Warehouse
+
+# Our own logger, not context.log: its lines carry run_id and cabinet (optima_pipelines.logs binds
+# them from the running step by itself), reach the run's event log (dagster.yaml's python_logs) and
+# pass the token redaction.
+logger = get_logger(__name__)
 
 
 @asset(
@@ -23,6 +29,7 @@ def cabinet_status_summary(warehouse: Warehouse) -> MaterializeResult:
     with warehouse.connect() as conn:
         rows = conn.execute("SELECT status, count(*) FROM cabinets GROUP BY status ORDER BY status").fetchall()
     counts = {status: int(n) for status, n in rows}
+    logger.info("cabinets by status: %s", counts)
     return MaterializeResult(
         metadata={
             "cabinets": sum(counts.values()),

@@ -41,9 +41,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from optima_pipelines.cli import cabinets, db, dev, requests, wbsim
+    from optima_pipelines.cli import cabinets, db, dev, ops, requests, wbsim
 
-    for module in (db, cabinets, dev, requests, wbsim):
+    for module in (db, cabinets, dev, ops, requests, wbsim):
         module.register(cli)
 
 
@@ -51,4 +51,7 @@ _register()
 
 
 def main() -> None:
+    from optima_pipelines import logs
+
+    logs.install()
     cli(prog_name="optima-pipelines")

@@ -7,10 +7,13 @@ import sys
 from pathlib import Path
 
 import click
+from cryptography.fernet import Fernet
 
 from optima_pipelines import cabinets as repo
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.runtime import open_deployment
+from optima_pipelines.secrets import KEY_FILE, TokenCipher, load_key, split_keys, write_key_file
+from optima_pipelines.settings import load_settings
 
 
 def _read_token(token: str | None, token_file: Path | None, token_env: str | None) -> str | None:
@@ -95,6 +98,85 @@ def set_status_cmd(cabinet_id: str, status: str) -> None:
         cab = repo.set_status(conn, cabinet_id, status)
         conn.commit()
     click.echo(f"cabinet {cab.id} is now {cab.status}")
+
+
+@cabinets_group.command("new-key")
+def new_key_cmd() -> None:
+    """Print a freshly generated token key (for OPTIMA_SECRET_KEY); nothing is stored."""
+    click.echo(Fernet.generate_key().decode())
+
+
+@cabinets_group.command("rotate-key")
+@click.option("--new-key-file", type=click.Path(path_type=Path), help="File holding the new key (default: generate).")
+@click.option("--new-key-env", help="Environment variable holding the new key (default: generate).")
+def rotate_key_cmd(new_key_file: Path | None, new_key_env: str | None) -> None:
+    """Re-encrypt every WB token under a new key, in one transaction.
+
+    \b
+    Key in the state folder (OPTIMA_SECRET_KEY unset): the new key (generated, or given) is added
+    in front of the old one in secret.key, every token is re-encrypted under it in one transaction,
+    then the old key is dropped from the file. Interrupted anywhere, the file still holds the key of
+    every stored token; run the command again to finish.
+    \b
+    OPTIMA_SECRET_KEY: set it to NEW,OLD on every process first (generate NEW with
+    `optima-pipelines cabinets new-key`), run this, then set it to NEW alone.
+    """
+    settings = load_settings()
+    if settings.secret_key:
+        if new_key_file is not None or new_key_env is not None:
+            raise InvalidInput(
+                "OPTIMA_SECRET_KEY is set: put the new key in front of the old one there (OPTIMA_SECRET_KEY=NEW,OLD) "
+                "instead of --new-key-file/--new-key-env"
+            )
+        keys = split_keys(settings.secret_key.encode())
+        if len(keys) < 2:
+            raise InvalidInput(
+                "OPTIMA_SECRET_KEY holds one key: set OPTIMA_SECRET_KEY=NEW,OLD on every process (NEW from "
+                "`optima-pipelines cabinets new-key`), then run rotate-key"
+            )
+        with open_deployment(settings) as dep, dep.connect() as conn:
+            n = repo.rotate_key(conn, TokenCipher(b",".join(keys)), TokenCipher(keys[0]))
+            conn.commit()
+        click.echo(f"re-encrypted {n} tokens under the first key of OPTIMA_SECRET_KEY")
+        click.echo("now set OPTIMA_SECRET_KEY to that key alone on every process")
+        return
+
+    path = settings.state_dir / KEY_FILE
+    with open_deployment(settings) as dep:  # creates the key file when there is none yet
+        current = split_keys(load_key(settings))
+        given = _read_key(new_key_file, new_key_env)
+        if len(current) > 1 and given is None:
+            keys = current  # an interrupted rotation: its new key is already first; finish it
+        else:
+            keys = [given or Fernet.generate_key(), *current]
+            if keys[0] in current:
+                raise InvalidInput("the new key is already in use: give a different key")
+            write_key_file(path, keys)
+        with dep.connect() as conn:
+            n = repo.rotate_key(conn, TokenCipher(b",".join(keys)), TokenCipher(keys[0]))
+            conn.commit()
+        write_key_file(path, keys[:1])
+    click.echo(f"re-encrypted {n} tokens under a new key; {path} now holds only the new key")
+
+
+def _read_key(key_file: Path | None, key_env: str | None) -> bytes | None:
+    if key_file is not None and key_env is not None:
+        raise InvalidInput("give the new key once: --new-key-file or --new-key-env")
+    if key_file is not None:
+        try:
+            raw = key_file.read_bytes().strip()
+        except OSError as exc:
+            raise InvalidInput(f"cannot read key file {key_file}: {exc.strerror}") from None
+    elif key_env is not None:
+        raw = os.environ.get(key_env, "").strip().encode()
+        if not raw:
+            raise InvalidInput(f"environment variable {key_env} is not set")
+    else:
+        return None
+    keys = split_keys(raw)
+    if len(keys) != 1:
+        raise InvalidInput("the new key must be exactly one Fernet key")
+    return keys[0]
 
 
 def register(cli: click.Group) -> None:

@@ -1,59 +1,88 @@
-"""`optima-pipelines dev` and `optima-pipelines dagster ...`: Dagster processes on the prepared deployment."""
+"""`optima-pipelines dev` and `optima-pipelines dagster ...`: Dagster processes on the prepared deployment.
+
+``dev`` runs the same processes as production (``serve code-server``, ``serve daemon``, ``serve
+webserver``, ``metrics``: see optima_pipelines/ops/processes.py), each in its own process group,
+on one machine, and stops them all (and the embedded database) on Ctrl-C or SIGTERM.
+"""
 
 from __future__ import annotations
 
 import signal
-import subprocess
+import socket
 import sys
 
 import click
 
-from optima_pipelines.runtime import open_deployment, project_file
+from optima_pipelines.cli.ops import METRICS_PORT_DEFAULT, auth_banner
+from optima_pipelines.ops import processes
+from optima_pipelines.runtime import open_deployment
 
 
-def run_child(argv: list[str], env: dict[str, str]) -> int:
-    """Run a child process in the foreground; Ctrl-C and SIGTERM reach it, and we wait for it to finish."""
-    # A shell that starts us in the background makes SIGINT ignored, and Dagster maps SIGTERM onto
-    # SIGINT's handler: restore the default in the child so that both signals stop it.
-    proc = subprocess.Popen(argv, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+class _Stop(Exception):
+    pass
 
-    def forward(signum, _frame):  # type: ignore[no-untyped-def]
-        if proc.poll() is None:
-            proc.send_signal(signum)
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        return proc.wait()
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        if proc.poll() is None:
-            proc.kill()
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _raise_stop(_signum, _frame):  # type: ignore[no-untyped-def]
+    raise _Stop
 
 
 @click.command("dev")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address the UI listens on.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address the UI (and metrics) listen on.")
 @click.option("--port", default=3000, show_default=True, type=int, help="Port of the UI.")
-def dev_cmd(host: str, port: int) -> None:
-    """Run the Dagster UI, the daemon and the code server on this deployment (Ctrl-C stops all)."""
+@click.option(
+    "--metrics-port", default=METRICS_PORT_DEFAULT, show_default=True, type=int, help="Port of /metrics; 0: none."
+)
+@click.option("-m", "--module", default=processes.DEFINITIONS_MODULE, show_default=True, help="Definitions module.")
+def dev_cmd(host: str, port: int, metrics_port: int, module: str) -> None:
+    """Run the Dagster UI, the daemon, the code server and the metrics process (Ctrl-C stops all)."""
+    cli = [sys.executable, "-m", "optima_pipelines.cli"]
     with open_deployment() as dep:
+        auth_banner(dep.settings.ui_user, dep.settings.ui_password)  # fails early when half-configured
+        code_server = f"{processes.CODE_SERVER_HOST}:{_free_port()}"
+        env = dep.child_env()
         click.echo(f"database: {dep.masked_url()} (environment {dep.settings.env})")
         click.echo(f"DAGSTER_HOME: {dep.dagster_home}")
-        click.echo(f"Dagster UI: http://{host}:{port}")
-        argv = [
-            sys.executable,
-            "-m",
-            "dagster",
-            "dev",
-            "-w",
-            str(project_file("workspace.yaml")),
-            "-h",
-            host,
-            "-p",
-            str(port),
+        # The webserver and the metrics process print their own addresses (and whether auth is on).
+        grpc_host, grpc_port = processes.parse_address(code_server)
+        services = [
+            (
+                "code server",
+                [*cli, "serve", "code-server", "-m", module, "--host", grpc_host, "--port", str(grpc_port)],
+            ),
+            ("daemon", [*cli, "serve", "daemon", "--code-server", code_server]),
+            (
+                "webserver",
+                [*cli, "serve", "webserver", "--host", host, "--port", str(port), "--code-server", code_server],
+            ),
         ]
-        code = run_child(argv, dep.child_env())
-    sys.exit(code if code > 0 else 0)
+        if metrics_port:
+            services.append(("metrics", [*cli, "metrics", "--host", host, "--port", str(metrics_port)]))
+
+        supervisor = processes.Supervisor()
+        previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+        code = 0
+        try:
+            for name, argv in services:
+                supervisor.start(name, argv, env)
+            died = supervisor.first_exit()
+            code = died.proc.returncode or 1
+            click.echo(f"error: the {died.name} exited with code {died.proc.returncode}; stopping the others", err=True)
+        except _Stop:
+            click.echo("stopping...")
+        finally:
+            # A second Ctrl-C while stopping must not leave children behind.
+            for s in previous:
+                signal.signal(s, signal.SIG_IGN)
+            supervisor.stop()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+    sys.exit(code)
 
 
 @click.command(
@@ -67,7 +96,7 @@ def dagster_cmd(args: tuple[str, ...]) -> None:
     optima-pipelines dagster asset materialize -m optima_pipelines.definitions --select wb_orders --partition 'c1|2026-11-29'
     """
     with open_deployment() as dep:
-        code = run_child([sys.executable, "-m", "dagster", *args], dep.child_env())
+        code = processes.run_child([sys.executable, "-m", "dagster", *args], dep.child_env())
     sys.exit(code)
 
 

@@ -22,9 +22,8 @@ from dagster import (
 )
 
 from optima_pipelines.cadences import cadences
+from optima_pipelines.queues import SKIPPED_ACCOUNT_BUSY as ACCOUNT_BUSY
 from optima_pipelines.queues import TAG_SKIPPED, TAG_TRIGGER
-
-ACCOUNT_BUSY = "account-busy"
 
 
 @dataclass(frozen=True)

@@ -23,15 +23,28 @@ def free_port() -> int:
 
 
 class RunningDeployment:
-    def __init__(self, proc: subprocess.Popen, port: int, log_path: Path):
+    def __init__(
+        self,
+        proc: subprocess.Popen,
+        port: int,
+        log_path: Path,
+        metrics_port: int | None = None,
+        auth: tuple[str, str] | None = None,
+        env: dict[str, str] | None = None,
+    ):
         self.proc = proc
         self.port = port
         self.log_path = log_path
         self.url = f"http://127.0.0.1:{port}"
+        self.metrics_url = f"http://127.0.0.1:{metrics_port}" if metrics_port else None
+        #: (user, password) of the UI's basic auth, when the deployment was started with it.
+        self.auth = auth
+        #: The environment variables the deployment was started with (on top of this process's).
+        self.env = env or {}
 
     def graphql(self, query: str, variables: dict[str, Any] | None = None, timeout: float = 60) -> dict[str, Any]:
         response = httpx.post(
-            f"{self.url}/graphql", json={"query": query, "variables": variables or {}}, timeout=timeout
+            f"{self.url}/graphql", json={"query": query, "variables": variables or {}}, timeout=timeout, auth=self.auth
         )
         response.raise_for_status()
         body = response.json()
@@ -54,19 +67,38 @@ class RunningDeployment:
 
 
 @contextmanager
-def running_dev(env: dict[str, str], tmp_path: Path, *, ready_timeout: float = 120) -> Iterator[RunningDeployment]:
-    """Start `optima-pipelines dev` on a free port and wait until its code location is loaded."""
-    port = free_port()
+def running_dev(
+    env: dict[str, str], tmp_path: Path, *, ready_timeout: float = 120, args: tuple[str, ...] = ()
+) -> Iterator[RunningDeployment]:
+    """Start `optima-pipelines dev` on free ports and wait until its code location is loaded.
+
+    ``env`` may set OPTIMA_UI_USER / OPTIMA_UI_PASSWORD: the harness then authenticates its GraphQL
+    calls. ``args`` go to ``dev`` (e.g. ``("-m", "tests.system.some_location")``).
+    """
+    port, metrics_port = free_port(), free_port()
+    full_env = {**os.environ, **env}
+    user, password = full_env.get("OPTIMA_UI_USER"), full_env.get("OPTIMA_UI_PASSWORD")
+    auth = (user, password) if user and password else None
     log_path = tmp_path / f"dev-{port}.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "optima_pipelines.cli", "dev", "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "optima_pipelines.cli",
+                "dev",
+                "--port",
+                str(port),
+                "--metrics-port",
+                str(metrics_port),
+                *args,
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **env},
+            env=full_env,
             start_new_session=True,
         )
-    dep = RunningDeployment(proc, port, log_path)
+    dep = RunningDeployment(proc, port, log_path, metrics_port, auth, env)
     try:
         deadline = time.monotonic() + ready_timeout
         while True:

@@ -1,0 +1,128 @@
+"""`optima-pipelines serve ...`, `metrics` and `health`: the deployment's processes and its checks.
+
+``serve code-server``, ``serve daemon`` and ``serve webserver`` are the processes that ``dev``
+supervises and that production runs as separate services (deploy/: systemd units, Procfile,
+Kubernetes). None of them migrates: ``optima-pipelines db upgrade`` does, once per release.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from optima_pipelines.ops import processes
+from optima_pipelines.runtime import open_deployment
+
+CODE_SERVER_DEFAULT = f"{processes.CODE_SERVER_HOST}:{processes.CODE_SERVER_PORT}"
+METRICS_PORT_DEFAULT = 9464
+
+
+def auth_banner(user: str | None, password: str | None) -> str:
+    """One line saying whether the UI asks for a login; raises ConfigError when half-configured."""
+    from optima_pipelines.ops.webserver import Credentials
+
+    credentials = Credentials.from_settings(user, password)
+    if credentials is None:
+        return "WARNING: the Dagster UI runs WITHOUT authentication: set OPTIMA_UI_USER and OPTIMA_UI_PASSWORD"
+    return f"basic auth on, user {credentials.user!r}"
+
+
+@click.group(name="serve")
+def serve_group() -> None:
+    """The deployment's long-running processes, one per command (production runs each as a service)."""
+
+
+@serve_group.command("code-server")
+@click.option("-m", "--module", default=processes.DEFINITIONS_MODULE, show_default=True, help="Definitions module.")
+@click.option("--location-name", default=processes.LOCATION_NAME, show_default=True)
+@click.option("--host", default=processes.CODE_SERVER_HOST, show_default=True)
+@click.option("--port", default=processes.CODE_SERVER_PORT, show_default=True, type=int)
+def code_server_cmd(module: str, location_name: str, host: str, port: int) -> None:
+    """Dagster's code server (gRPC) for the code location: the daemon and the UI load definitions from it."""
+    with open_deployment(migrate=False) as dep:
+        argv = processes.code_server_argv(module, location_name, host, port)
+        sys.exit(processes.run_child(argv, dep.child_env()))
+
+
+@serve_group.command("daemon")
+@click.option("--code-server", default=CODE_SERVER_DEFAULT, show_default=True, help="HOST:PORT of the code server.")
+@click.option("--wait", default=300, show_default=True, type=int, help="Seconds to wait for the code server.")
+def daemon_cmd(code_server: str, wait: int) -> None:
+    """dagster-daemon: schedules, sensors, the run queue, run monitoring and backfills."""
+    host, port = processes.parse_address(code_server)
+    with open_deployment(migrate=False) as dep:
+        env = dep.child_env()
+        workspace = processes.write_grpc_workspace(dep.dagster_home, host, port)
+        processes.wait_for_code_server(host, port, wait, env)
+        sys.exit(processes.run_child(processes.daemon_argv(workspace), env))
+
+
+@serve_group.command("webserver")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address the UI listens on.")
+@click.option("--port", default=3000, show_default=True, type=int)
+@click.option("--code-server", default=CODE_SERVER_DEFAULT, show_default=True, help="HOST:PORT of the code server.")
+@click.option("--wait", default=300, show_default=True, type=int, help="Seconds to wait for the code server.")
+@click.option("--path-prefix", default="", help="Serve the UI under this path (behind a proxy).")
+def webserver_cmd(host: str, port: int, code_server: str, wait: int, path_prefix: str) -> None:
+    """The Dagster UI, behind HTTP basic auth when OPTIMA_UI_USER and OPTIMA_UI_PASSWORD are set."""
+    from optima_pipelines.ops import webserver
+    from optima_pipelines.settings import load_settings
+
+    settings = load_settings()
+    credentials = webserver.Credentials.from_settings(settings.ui_user, settings.ui_password)
+    grpc_host, grpc_port = processes.parse_address(code_server)
+    with open_deployment(settings, migrate=False) as dep:
+        dep.apply_env()
+        workspace = processes.write_grpc_workspace(dep.dagster_home, grpc_host, grpc_port)
+        banner = auth_banner(settings.ui_user, settings.ui_password)
+        click.echo(f"Dagster UI: http://{host}:{port}{path_prefix} ({banner})")
+        processes.wait_for_code_server(grpc_host, grpc_port, wait, dep.child_env())
+        args = ["-h", host, "-p", str(port), "-w", str(workspace)]
+        if path_prefix:
+            args += ["-l", path_prefix]
+        webserver.run(args, credentials)
+
+
+@click.command("metrics")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=METRICS_PORT_DEFAULT, show_default=True, type=int)
+def metrics_cmd(host: str, port: int) -> None:
+    """Serve /metrics (Prometheus) and /health for this deployment."""
+    from optima_pipelines.ops import server
+
+    with open_deployment(migrate=False) as dep:
+        dep.apply_env()
+        click.echo(f"metrics: http://{host}:{port}/metrics  health: http://{host}:{port}/health")
+        server.serve(dep, host, port)
+
+
+@click.command("health")
+@click.option("--wb/--no-wb", default=True, show_default=True, help="Also ping WB's hosts (3 per 30 s per host).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def health_cmd(wb: bool, as_json: bool) -> None:
+    """Check the warehouse, Dagster's storage, the daemon and WB; exit 1 naming what failed."""
+    from dagster import DagsterInstance
+
+    from optima_pipelines.ops.health import run_checks
+
+    with open_deployment(migrate=False) as dep:
+        dep.apply_env()
+        with DagsterInstance.get() as instance:
+            checks = run_checks(dep.database_url, dep.schema, instance, dep.cipher(), dep.settings.wb_base_url, wb=wb)
+    if as_json:
+        click.echo(json.dumps({"healthy": all(c.ok for c in checks), "checks": [c.as_dict() for c in checks]}))
+    else:
+        for check in checks:
+            click.echo(check.line())
+    failed = [c.name for c in checks if not c.ok]
+    if failed:
+        click.echo(f"error: unhealthy: {', '.join(failed)}", err=True)
+        sys.exit(1)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(serve_group)
+    cli.add_command(metrics_cmd)
+    cli.add_command(health_cmd)

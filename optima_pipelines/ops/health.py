@@ -1,0 +1,201 @@
+"""Health checks: the warehouse, Dagster's storage, the daemon's heartbeats and WB's ``/ping``.
+
+Used by ``optima-pipelines health`` (exit 1 naming what failed) and the metrics process's
+``/health`` route (503 with the same report). Each check returns a :class:`Check`; none raises.
+
+WB allows 3 ``/ping`` calls per 30 s per host. Every ping any process makes is logged in
+``ops_wb_pings``; a check reuses an answer younger than ``PING_REUSE_SECONDS`` instead of asking
+again, under a per-host advisory lock, so all health checkers together stay at 2 pings per 30 s
+per host at most, whatever polls them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import psycopg
+
+from optima_pipelines.cabinets import get_token
+from optima_pipelines.db.connection import connect
+from optima_pipelines.db.migrate import current_revision, head_revision
+from optima_pipelines.errors import OptimaError
+from optima_pipelines.logs import redact, register_secret
+from optima_pipelines.secrets import TokenCipher
+
+#: WB category hosts our syncs and engines talk to (wb-api.md §1.1); each has its own /ping.
+WB_PING_HOSTS: tuple[str, ...] = (
+    "statistics-api",
+    "finance-api",
+    "advert-api",
+    "seller-analytics-api",
+    "content-api",
+    "discounts-prices-api",
+    "feedbacks-api",
+    "supplies-api",
+    "common-api",
+)
+PING_REUSE_SECONDS = 15
+PING_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def line(self) -> str:
+        return f"{'ok  ' if self.ok else 'FAIL'} {self.name}: {self.detail}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+
+
+def _failure(name: str, exc: Exception) -> Check:
+    if isinstance(exc, OptimaError):
+        return Check(name, False, redact(str(exc)))
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return Check(name, False, redact(f"{exc.__class__.__name__}: {first}"))
+
+
+def _guard(name: str, fn: Callable[[], Check]) -> Check:
+    try:
+        return fn()
+    except Exception as exc:  # a health check reports, it never crashes its caller
+        return _failure(name, exc)
+
+
+def check_warehouse(database_url: str, schema: str) -> Check:
+    def run() -> Check:
+        with connect(database_url, schema, connect_timeout=5) as conn:
+            conn.execute("SELECT 1")
+        current, head = current_revision(database_url, schema), head_revision()
+        if current != head:
+            return Check("warehouse", False, f"schema {schema} at migration {current}, code expects {head}")
+        return Check("warehouse", True, f"schema {schema} at {head}")
+
+    return _guard("warehouse", run)
+
+
+def check_dagster_storage(instance: Any) -> Check:
+    def run() -> Check:
+        instance.get_run_records(limit=1)
+        return Check("dagster storage", True, f"{type(instance.run_storage).__name__} answers")
+
+    return _guard("dagster storage", run)
+
+
+def check_daemon(instance: Any) -> Check:
+    """Every daemon the instance requires has a fresh heartbeat without errors."""
+
+    def run() -> Check:
+        statuses = instance.get_daemon_statuses()
+        if not statuses:
+            return Check("daemon", False, "the instance requires no daemon: is this an ephemeral instance?")
+        bad = sorted(t for t, s in statuses.items() if s.required and not s.healthy)
+        if not bad:
+            return Check("daemon", True, f"{len(statuses)} daemons heartbeating")
+        never = [t for t in bad if statuses[t].last_heartbeat is None]
+        if len(never) == len(bad):
+            return Check("daemon", False, f"no heartbeat from {', '.join(bad)}: is dagster-daemon running?")
+        return Check("daemon", False, f"stale or failing heartbeat from {', '.join(bad)}")
+
+    return _guard("daemon", run)
+
+
+def ping_url(host: str, base_url: str | None) -> str:
+    """WB's address for a host's /ping, or the simulator's (OPTIMA_WB_BASE_URL, path-prefixed by host)."""
+    if base_url:
+        return f"{base_url.rstrip('/')}/{host}/ping"
+    return f"https://{host}.wildberries.ru/ping"
+
+
+def _ping_once(client: httpx.Client, url: str, token: str) -> tuple[bool, str]:
+    try:
+        response = client.get(url, headers={"Authorization": token}, timeout=PING_TIMEOUT_SECONDS)
+    except httpx.HTTPError as exc:
+        return False, f"unreachable ({exc.__class__.__name__})"
+    if response.status_code == 200:
+        return True, "200 OK"
+    if response.status_code == 429:
+        return True, "reachable, rate-limited (429)"
+    if response.status_code == 401:
+        return False, "token rejected (401): wrong token or token category"
+    return False, f"HTTP {response.status_code}"
+
+
+def _ping_token(conn: psycopg.Connection, cipher: TokenCipher) -> tuple[str, str] | None:
+    row = conn.execute(
+        "SELECT id FROM cabinets WHERE status = 'active' AND wb_token_encrypted IS NOT NULL ORDER BY id LIMIT 1"
+    ).fetchone()
+    if row is None:
+        return None
+    token = get_token(conn, cipher, row[0])
+    register_secret(token)
+    return row[0], token
+
+
+def check_wb(
+    database_url: str,
+    schema: str,
+    cipher: TokenCipher,
+    base_url: str | None,
+    *,
+    hosts: Sequence[str] = WB_PING_HOSTS,
+    client: httpx.Client | None = None,
+) -> list[Check]:
+    """Ping each WB host with the token of the first active cabinet, reusing recent answers."""
+
+    def run() -> list[Check]:
+        checks: list[Check] = []
+        with connect(database_url, schema, connect_timeout=5) as conn, httpx.Client() as own_client:
+            http = client or own_client
+            found = _ping_token(conn, cipher)
+            conn.commit()
+            if found is None:
+                return [Check("wb", True, "skipped: no active cabinet has a token to ping with")]
+            cabinet_id, token = found
+            for host in hosts:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"optima:wb-ping:{host}",))
+                    recent = conn.execute(
+                        "SELECT ok, detail, extract(epoch FROM now() - pinged_at) FROM ops_wb_pings "
+                        "WHERE host = %s AND pinged_at > now() - make_interval(secs => %s) "
+                        "ORDER BY pinged_at DESC LIMIT 1",
+                        (host, PING_REUSE_SECONDS),
+                    ).fetchone()
+                    if recent is not None:
+                        ok, detail, age = recent
+                        checks.append(Check(f"wb {host}", ok, f"{detail} ({age:.0f} s ago)"))
+                        continue
+                    ok, detail = _ping_once(http, ping_url(host, base_url), token)
+                    conn.execute("INSERT INTO ops_wb_pings (host, ok, detail) VALUES (%s, %s, %s)", (host, ok, detail))
+                    conn.execute(
+                        "DELETE FROM ops_wb_pings WHERE host = %s AND pinged_at < now() - interval '1 hour'", (host,)
+                    )
+                    checks.append(Check(f"wb {host}", ok, f"{detail} (token of cabinet {cabinet_id})"))
+        return checks
+
+    try:
+        return run()
+    except Exception as exc:  # a health check reports, it never crashes its caller
+        return [_failure("wb", exc)]
+
+
+def run_checks(
+    database_url: str,
+    schema: str,
+    instance: Any,
+    cipher: TokenCipher,
+    base_url: str | None,
+    *,
+    wb: bool = True,
+    wb_client: httpx.Client | None = None,
+) -> list[Check]:
+    checks = [check_warehouse(database_url, schema), check_dagster_storage(instance), check_daemon(instance)]
+    if wb:
+        checks += check_wb(database_url, schema, cipher, base_url, client=wb_client)
+    return checks

@@ -1,0 +1,291 @@
+"""Prometheus metrics: the original's names, read from Dagster's run storage and the warehouse at scrape time.
+
+What a scrape costs (bench/ops_metrics_scrape.py measures it): a handful of indexed queries, none
+of which scans the run history:
+
+- Dagster's run storage (schema ``dagster_<env>``) is read with SQL, not through
+  ``DagsterInstance``: the public API would need one count query per (queue, status) pair, and has
+  no way to group by a tag (the bench compares both). Queries use Dagster's own indexes
+  (``idx_run_status``, ``idx_run_range``, ``idx_run_tags``) and only touch queued/running runs and
+  those that finished in the last 24 hours.
+- Feed sync and re-aggregation figures come from the totals tables that ``ops.records`` keeps (one
+  row per (feed, cabinet)), so counters are exact and monotonic.
+- Run durations feed a real histogram: each scrape reads only the runs that finished since the
+  previous one.
+
+No metric has a cabinet label: with hundreds of cabinets that would multiply every series. Per
+cabinet detail is in ``ops_feed_syncs`` / ``ops_reaggregations`` and the Dagster UI.
+
+Extending: add a query under ``ops/sql/`` and a ``_collect_*`` method; keep it indexed and bounded.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
+from prometheus_client.registry import Collector
+from psycopg import sql
+
+from optima_pipelines.db.connection import connect
+from optima_pipelines.ops.records import METRIC_FAMILIES, metric_family
+from optima_pipelines.ops.sqlfiles import load
+from optima_pipelines.queues import TAG_QUEUE, TAG_SKIPPED
+
+logger = logging.getLogger(__name__)
+
+#: Bucket bounds of ``optima_queue_job_duration_ms`` (ms): a run costs ~2 s before any work.
+DURATION_BUCKETS_MS = (1000, 2000, 5000, 10_000, 30_000, 60_000, 120_000, 300_000, 600_000, 1_800_000, 3_600_000)
+#: Finished runs read per scrape at most; the rest are read by the next scrapes.
+FINISHED_BATCH = 5000
+#: Runs may commit their final status slightly out of order: re-read this far behind the watermark.
+WATERMARK_OVERLAP_SECONDS = 120
+
+FEED_FAMILIES = sorted({*METRIC_FAMILIES.values(), metric_family("")})
+TAGS = {"queue_tag": TAG_QUEUE, "skipped_tag": TAG_SKIPPED}
+
+
+@dataclass
+class _Histogram:
+    buckets: list[int] = field(default_factory=lambda: [0] * (len(DURATION_BUCKETS_MS) + 1))
+    total_ms: float = 0.0
+
+    def observe(self, value_ms: float) -> None:
+        self.buckets[bisect.bisect_left(DURATION_BUCKETS_MS, value_ms)] += 1
+        self.total_ms += value_ms
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        out: list[tuple[str, float]] = []
+        running = 0
+        for bound, n in zip([*map(str, DURATION_BUCKETS_MS), "+Inf"], self.buckets, strict=True):
+            running += n
+            out.append((bound, running))
+        return out
+
+
+class OptimaCollector(Collector):
+    """Reads the figures on every scrape. One connection, reopened when it breaks; scrapes are serialised."""
+
+    def __init__(self, database_url: str, warehouse_schema: str, dagster_schema: str):
+        self._url = database_url
+        self._schema = warehouse_schema
+        self._dagster = dagster_schema
+        self._conn: psycopg.Connection | None = None
+        self._lock = threading.Lock()
+        self._watermark: datetime | None = None
+        self._seen: dict[str, datetime] = {}
+        self._durations: dict[str, _Histogram] = {}
+        self._finished: dict[tuple[str, str], int] = {}
+
+    def _sql(self, name: str) -> sql.Composed:
+        return sql.SQL(load(name)).format(  # type: ignore[arg-type]
+            runs=sql.Identifier(self._dagster, "runs"), run_tags=sql.Identifier(self._dagster, "run_tags")
+        )
+
+    def _connection(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = connect(self._url, self._schema, autocommit=True, connect_timeout=5)
+            # A scrape must never hang on a lock or a slow plan: fail fast and say so instead.
+            self._conn.execute("SET statement_timeout = '10s'")
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            started = time.perf_counter()
+            families: list[Metric] = []
+            up = 1
+            try:
+                conn = self._connection()
+                families += self._collect_queue(conn)
+                families += self._collect_finished(conn)
+                families += self._collect_feeds(conn)
+                families += self._collect_reaggregation(conn)
+                families += self._collect_cabinets(conn)
+            except Exception as exc:
+                # Never a half-read scrape that looks like "all zero": report the failure instead.
+                logger.warning("metrics scrape failed: %s: %s", exc.__class__.__name__, exc)
+                families, up = [], 0
+                if self._conn is not None and not self._conn.closed:
+                    self._conn.close()
+            yield from families
+            yield GaugeMetricFamily("optima_metrics_up", "1 if the last scrape read every figure", value=up)
+            yield GaugeMetricFamily(
+                "optima_metrics_scrape_duration_seconds",
+                "Time the last scrape spent reading the figures",
+                value=time.perf_counter() - started,
+            )
+
+    # Dagster's run storage -------------------------------------------------------------------
+
+    def _collect_queue(self, conn: psycopg.Connection) -> list[Metric]:
+        jobs = GaugeMetricFamily(
+            "optima_queue_jobs",
+            "Runs by queue (job kind) and status: queued and running now; success/failure/canceled: "
+            "finished in the last 24 h",
+            labels=["queue", "status"],
+        )
+        for queue, status, n in conn.execute(self._sql("queue_runs"), TAGS).fetchall():
+            jobs.add_metric([queue, status.lower()], n)
+
+        oldest = GaugeMetricFamily(
+            "optima_queue_oldest_queued_run_age_seconds", "Age of the oldest queued run (0: none queued)"
+        )
+        by_queue = GaugeMetricFamily(
+            "optima_queue_oldest_queued_age_seconds", "Age of the oldest queued run, per queue", labels=["queue"]
+        )
+        ages = conn.execute(self._sql("queued_age"), TAGS).fetchall()
+        for queue, age in ages:
+            by_queue.add_metric([queue], max(0.0, float(age)))
+        oldest.add_metric([], max([0.0, *(float(a) for _, a in ages)]))
+
+        skipped = GaugeMetricFamily(
+            "optima_queue_jobs_skipped",
+            "Runs that ended skipped (reason: account-busy, ...) in the last 24 h",
+            labels=["queue", "reason"],
+        )
+        for queue, reason, n in conn.execute(self._sql("skipped_runs"), TAGS).fetchall():
+            skipped.add_metric([queue, reason], n)
+        return [jobs, oldest, by_queue, skipped]
+
+    def _collect_finished(self, conn: psycopg.Connection) -> list[Metric]:
+        if self._watermark is None:
+            # Counters start at this process's start: what finished before is in optima_queue_jobs.
+            row = conn.execute("SELECT localtimestamp").fetchone()
+            assert row is not None
+            self._watermark = row[0]
+        assert self._watermark is not None
+        overlap = timedelta(seconds=WATERMARK_OVERLAP_SECONDS)
+        rows = conn.execute(
+            self._sql("finished_runs"), {**TAGS, "since": self._watermark - overlap, "limit": FINISHED_BATCH}
+        ).fetchall()
+        for run_id, queue, status, start_time, end_time, updated in rows:
+            if run_id in self._seen:
+                continue
+            self._seen[run_id] = updated
+            key = (queue, status.lower())
+            self._finished[key] = self._finished.get(key, 0) + 1
+            if start_time is not None and end_time is not None:
+                self._durations.setdefault(queue, _Histogram()).observe(max(0.0, (end_time - start_time) * 1000))
+            self._watermark = max(self._watermark, updated)
+        horizon = self._watermark - overlap
+        self._seen = {k: v for k, v in self._seen.items() if v >= horizon}
+
+        finished = CounterMetricFamily(
+            "optima_queue_jobs_finished",
+            "Runs that finished while this exporter ran, by queue and final status",
+            labels=["queue", "status"],
+        )
+        for (queue, status), n in sorted(self._finished.items()):
+            finished.add_metric([queue, status], n)
+        durations = HistogramMetricFamily(
+            "optima_queue_job_duration_ms",
+            "Run duration from start to end (ms), by queue, of runs that finished while this exporter ran",
+            labels=["queue"],
+        )
+        for queue, hist in sorted(self._durations.items()):
+            durations.add_metric([queue], hist.cumulative(), sum_value=hist.total_ms)
+        return [finished, durations]
+
+    # The warehouse ---------------------------------------------------------------------------
+
+    def _collect_feeds(self, conn: psycopg.Connection) -> list[Metric]:
+        out: list[Metric] = []
+        by_family: dict[str, list[tuple[Any, ...]]] = {f: [] for f in FEED_FAMILIES}
+        for row in conn.execute(load("feed_sync_totals")).fetchall():
+            by_family[metric_family(row[0])].append(row)
+        for family, rows in by_family.items():
+            runs = CounterMetricFamily(f"{family}_runs", "Finished syncs by feed and status", labels=["feed", "status"])
+            rows_total = CounterMetricFamily(
+                f"{family}_rows", "Rows fetched from WB / inserted / updated, by feed", labels=["feed", "kind"]
+            )
+            days = CounterMetricFamily(f"{family}_changed_days", "Cabinet-days whose rows changed", labels=["feed"])
+            seconds = CounterMetricFamily(f"{family}_duration_seconds", "Time spent syncing", labels=["feed"])
+            last = GaugeMetricFamily(
+                f"{family}_last_success_age_seconds", "Seconds since the feed last synced any cabinet", labels=["feed"]
+            )
+            stalest = GaugeMetricFamily(
+                f"{family}_oldest_cabinet_success_age_seconds",
+                "Seconds since the least recently synced active cabinet last synced",
+                labels=["feed"],
+            )
+            failing = GaugeMetricFamily(
+                f"{family}_failing_cabinets", "Active cabinets whose last sync failed", labels=["feed"]
+            )
+            for _queue, feed, ok, failed, skipped, fetched, inserted, updated, changed, secs, age, old, bad in rows:
+                for status, n in (("success", ok), ("failure", failed), ("skipped", skipped)):
+                    runs.add_metric([feed, status], n)
+                for kind, n in (("fetched", fetched), ("inserted", inserted), ("updated", updated)):
+                    rows_total.add_metric([feed, kind], n)
+                days.add_metric([feed], changed)
+                seconds.add_metric([feed], secs)
+                if age is not None:
+                    last.add_metric([feed], float(age))
+                if old is not None:
+                    stalest.add_metric([feed], float(old))
+                failing.add_metric([feed], bad)
+            out += [runs, rows_total, days, seconds, last, stalest, failing]
+        return out
+
+    def _collect_reaggregation(self, conn: psycopg.Connection) -> list[Metric]:
+        runs = CounterMetricFamily(
+            "optima_reaggregate_requests", "Re-aggregations by РНП domain and status", labels=["domain", "status"]
+        )
+        requested = CounterMetricFamily(
+            "optima_reaggregate_partitions_requested", "(cabinet, day) partitions asked for", labels=["domain"]
+        )
+        recomputed = CounterMetricFamily(
+            "optima_reaggregate_partitions_recomputed", "(cabinet, day) partitions recomputed", labels=["domain"]
+        )
+        lag = SummaryMetricFamily(
+            "optima_reaggregate_lag_seconds", "From the source change to its recompute", labels=["domain"]
+        )
+        for domain, ok, failed, skipped, req, rec, lag_sum, lag_n in conn.execute(
+            load("reaggregation_totals")
+        ).fetchall():
+            for status, n in (("success", ok), ("failure", failed), ("skipped", skipped)):
+                runs.add_metric([domain, status], n)
+            requested.add_metric([domain], req)
+            recomputed.add_metric([domain], rec)
+            lag.add_metric([domain], count_value=lag_n, sum_value=lag_sum)
+        recent = GaugeMetricFamily(
+            "optima_reaggregate_recent_lag_seconds",
+            "Lag quantiles over the last hour",
+            labels=["domain", "quantile"],
+        )
+        for domain, p50, p95, top in conn.execute(load("reaggregation_recent_lag")).fetchall():
+            for q, v in (("0.5", p50), ("0.95", p95), ("1", top)):
+                recent.add_metric([domain, q], max(0.0, float(v)))
+        return [runs, requested, recomputed, lag, recent]
+
+    def _collect_cabinets(self, conn: psycopg.Connection) -> list[Metric]:
+        cabinets = GaugeMetricFamily("optima_cabinets", "Cabinets by status", labels=["status"])
+        for status, n in conn.execute(load("cabinets_by_status")).fetchall():
+            cabinets.add_metric([status], n)
+        return [cabinets]
+
+
+def build_registry(database_url: str, warehouse_schema: str, dagster_schema: str) -> tuple[CollectorRegistry, Any]:
+    """A registry holding only our collector (no process/platform collectors: they are not ours to report)."""
+    registry = CollectorRegistry(auto_describe=False)
+    collector = OptimaCollector(database_url, warehouse_schema, dagster_schema)
+    registry.register(collector)
+    return registry, collector

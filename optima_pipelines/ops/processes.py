@@ -1,0 +1,165 @@
+"""The deployment's long-running processes, as ``dev`` runs them and as ``deploy/`` runs them in production.
+
+Four processes, each an ``optima-pipelines serve ...`` command (or ``metrics``):
+
+- ``code-server``: Dagster's code server (gRPC) for the code location; it launches the run workers.
+- ``daemon``: ``dagster-daemon`` (schedules, sensors, the run queue, run monitoring, backfills).
+- ``webserver``: the Dagster UI behind basic auth (``ops/webserver.py``).
+- ``metrics``: ``/metrics`` and ``/health`` (``ops/server.py``).
+
+The daemon and the webserver both talk to the one code server through a workspace file written
+into DAGSTER_HOME (:func:`write_grpc_workspace`), so definitions are loaded once, not three times.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from optima_pipelines.errors import ConfigError
+
+DEFINITIONS_MODULE = "optima_pipelines.definitions"
+LOCATION_NAME = "optima_pipelines"
+CODE_SERVER_HOST = "127.0.0.1"
+CODE_SERVER_PORT = 4000
+GRPC_WORKSPACE = "workspace-grpc.yaml"
+
+
+def parse_address(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` → (host, port); raises ConfigError naming the bad value."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"expected HOST:PORT for the code server, got {value!r}")
+    return host, int(port)
+
+
+def write_grpc_workspace(dagster_home: Path, host: str, port: int, location_name: str = LOCATION_NAME) -> Path:
+    """A workspace that points at a running code server, for the daemon and the webserver."""
+    path = dagster_home / GRPC_WORKSPACE
+    text = (
+        "# Written by optima-pipelines: the daemon and the webserver load the code location from the\n"
+        "# code server (`optima-pipelines serve code-server`) instead of importing it themselves.\n"
+        "load_from:\n"
+        "  - grpc_server:\n"
+        f"      host: {host}\n"
+        f"      port: {port}\n"
+        f"      location_name: {location_name}\n"
+    )
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(text)
+    tmp.replace(path)  # atomic: the daemon and the webserver may write it at the same time
+    return path
+
+
+def code_server_argv(module: str, location_name: str, host: str, port: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "dagster",
+        "code-server",
+        "start",
+        "-m",
+        module,
+        "--location-name",
+        location_name,
+        "-h",
+        host,
+        "-p",
+        str(port),
+        # Run workers are started as `<this python> -m dagster`: the venv's, whatever PATH says.
+        "--use-python-environment-entry-point",
+    ]
+
+
+def daemon_argv(workspace: Path) -> list[str]:
+    daemon = Path(sys.executable).with_name("dagster-daemon")
+    return [str(daemon), "run", "-w", str(workspace)]
+
+
+def wait_for_code_server(host: str, port: int, timeout: float, env: dict[str, str] | None = None) -> None:
+    """Poll the code server's gRPC health check until it serves; raises ConfigError after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    argv = [sys.executable, "-m", "dagster", "api", "grpc-health-check", "-h", host, "-p", str(port)]
+    while True:
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+        if done.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            raise ConfigError(f"the code server at {host}:{port} did not answer within {timeout:.0f} s")
+        time.sleep(1)
+
+
+def _child_preexec() -> None:
+    # A shell that starts us in the background makes SIGINT ignored, and Dagster maps SIGTERM onto
+    # SIGINT's handler: restore the default so that both signals stop the child.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen
+
+
+class Supervisor:
+    """Starts named children in their own process groups; stops them in reverse order, then kills what is left."""
+
+    def __init__(self) -> None:
+        self.children: list[Child] = []
+
+    def start(self, name: str, argv: list[str], env: dict[str, str]) -> Child:
+        proc = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=_child_preexec)
+        child = Child(name, proc)
+        self.children.append(child)
+        return child
+
+    def first_exit(self, poll: float = 0.5) -> Child:
+        """Block until one child exits; returns it."""
+        while True:
+            for child in self.children:
+                if child.proc.poll() is not None:
+                    return child
+            time.sleep(poll)
+
+    def stop(self, grace: float = 30) -> None:
+        for child in reversed(self.children):
+            if child.proc.poll() is None:
+                _signal_group(child.proc, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while child.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            # Whatever the child left behind in its group (run workers, the code server's own
+            # server process) goes with it.
+            _signal_group(child.proc, signal.SIGKILL)
+            if child.proc.poll() is None:
+                child.proc.wait()
+
+
+def _signal_group(proc: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(proc.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_child(argv: list[str], env: dict[str, str]) -> int:
+    """Run a child in the foreground; SIGINT and SIGTERM reach it, and we wait for it to finish."""
+    proc = subprocess.Popen(argv, env=env, preexec_fn=_child_preexec)
+
+    def forward(signum, _frame):  # type: ignore[no-untyped-def]
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return proc.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if proc.poll() is None:
+            proc.kill()

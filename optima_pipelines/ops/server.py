@@ -1,0 +1,72 @@
+"""The metrics process: ``/metrics`` (Prometheus), ``/health`` (JSON, 503 when a part fails), ``/health/live``.
+
+Started by ``optima-pipelines metrics`` (and by ``dev``). It listens on 127.0.0.1 unless told
+otherwise and has no auth of its own: it shows figures, never a token or a run's data, and in
+production it sits on the internal network next to Prometheus (docs/deploy.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from optima_pipelines.ops.health import run_checks
+from optima_pipelines.ops.metrics import build_registry
+from optima_pipelines.runtime import Deployment
+
+
+def create_app(dep: Deployment) -> Starlette:
+    registry, collector = build_registry(dep.database_url, dep.schema, dep.settings.dagster_schema)
+    instance_lock = threading.Lock()
+    holder: dict[str, Any] = {}
+
+    def instance() -> Any:
+        with instance_lock:
+            if "instance" not in holder:
+                from dagster import DagsterInstance
+
+                holder["instance"] = DagsterInstance.get()
+            return holder["instance"]
+
+    def metrics(_request: Request) -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    def health(request: Request) -> Response:
+        wb = request.query_params.get("wb", "1") not in ("0", "false", "no")
+        checks = run_checks(dep.database_url, dep.schema, instance(), dep.cipher(), dep.settings.wb_base_url, wb=wb)
+        healthy = all(c.ok for c in checks)
+        body = {"healthy": healthy, "checks": [c.as_dict() for c in checks]}
+        return JSONResponse(body, status_code=200 if healthy else 503)
+
+    def live(_request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        yield
+        collector.close()
+        if "instance" in holder:
+            holder["instance"].dispose()
+
+    return Starlette(
+        routes=[
+            Route("/metrics", metrics),
+            Route("/health", health),
+            Route("/health/live", live),
+        ],
+        lifespan=lifespan,
+    )
+
+
+def serve(dep: Deployment, host: str, port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(create_app(dep), host=host, port=port, log_level="warning")

@@ -1,0 +1,1 @@
+SELECT status, count(*) FROM cabinets GROUP BY status

@@ -1,0 +1,140 @@
+"""/metrics on real storage: runs in Dagster's run storage and sync figures in the warehouse become the figures."""
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from dagster import DagsterRun, asset, materialize
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from optima_pipelines.ops.metrics import build_registry
+from optima_pipelines.ops.records import record_feed_sync, record_reaggregation
+
+
+@asset
+def metered() -> None:
+    """A run that succeeds."""
+
+
+@asset
+def broken() -> None:
+    raise RuntimeError("this run fails")
+
+
+def scrape(registry) -> dict[tuple[str, frozenset], float]:
+    text = generate_latest(registry).decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def sample(figures, name, **labels) -> float | None:
+    return figures.get((name, frozenset(labels.items())))
+
+
+def queued_run(instance, conn, dagster_schema: str, queue: str) -> None:
+    # A QUEUED run needs a remote origin (a code location); the figures only read status and tags,
+    # so a NOT_STARTED run is moved to QUEUED in storage directly.
+    run_id = str(uuid.uuid4())
+    instance.add_run(DagsterRun(job_name="queued_job", run_id=run_id, tags={"optima/queue": queue}))
+    conn.execute(f"UPDATE {dagster_schema}.runs SET status = 'QUEUED' WHERE run_id = %s", (run_id,))
+
+
+def test_scrape_reports_queue_runs_durations_and_sync_figures(dagster_instance, warehouse_conn, database_url, settings):
+    registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
+    before = scrape(registry)
+    assert sample(before, "optima_metrics_up") == 1
+    assert sample(before, "optima_queue_oldest_queued_run_age_seconds") == 0
+
+    for queue in ("digitization-sync", "digitization-sync", "rnp-ads-sync"):
+        queued_run(dagster_instance, warehouse_conn, settings.dagster_schema, queue)
+    tags = {"optima/queue": "example-jobs"}
+    assert materialize([metered], instance=dagster_instance, tags=tags).success
+    assert materialize([metered], instance=dagster_instance, tags=tags).success
+    assert not materialize([broken], instance=dagster_instance, tags=tags, raise_on_error=False).success
+    skipped = {"optima/queue": "digitization-sync", "optima/skipped": "account-busy"}
+    assert materialize([metered], instance=dagster_instance, tags=skipped).success
+
+    now = datetime.now(UTC)
+    for cabinet, fetched in (("a", 100), ("b", 50)):
+        record_feed_sync(
+            warehouse_conn,
+            queue="digitization-sync",
+            feed="wb_orders",
+            cabinet_id=cabinet,
+            run_id="r",
+            trigger="scheduled",
+            started_at=now - timedelta(seconds=5),
+            finished_at=now,
+            rows_fetched=fetched,
+            rows_inserted=fetched // 2,
+            changed_days=2,
+        )
+    record_feed_sync(
+        warehouse_conn,
+        queue="rnp-finance-sync",
+        feed="wb_report_lines",
+        cabinet_id="a",
+        run_id="r",
+        trigger="scheduled",
+        started_at=now - timedelta(seconds=5),
+        finished_at=now,
+        status="failure",
+    )
+    warehouse_conn.execute("INSERT INTO cabinets (id, name) VALUES ('a', 'A'), ('b', 'B')")
+    record_reaggregation(
+        warehouse_conn,
+        domain="rnp-sales",
+        cabinet_id="a",
+        run_id="r",
+        trigger="sensor",
+        started_at=now - timedelta(seconds=2),
+        finished_at=now,
+        source_event_at=now - timedelta(seconds=40),
+        partitions_requested=4,
+        partitions_recomputed=4,
+    )
+
+    after = scrape(registry)
+    assert sample(after, "optima_metrics_up") == 1
+    assert sample(after, "optima_queue_jobs", queue="digitization-sync", status="queued") == 2
+    assert sample(after, "optima_queue_jobs", queue="rnp-ads-sync", status="queued") == 1
+    assert sample(after, "optima_queue_jobs", queue="example-jobs", status="success") == 2
+    assert sample(after, "optima_queue_jobs", queue="example-jobs", status="failure") == 1
+    assert sample(after, "optima_queue_jobs_skipped", queue="digitization-sync", reason="account-busy") == 1
+    assert 0 <= sample(after, "optima_queue_oldest_queued_age_seconds", queue="digitization-sync") < 300
+    assert sample(after, "optima_queue_oldest_queued_run_age_seconds") >= 0
+
+    # Runs that finished since the previous scrape feed the counters and the duration histogram.
+    assert sample(after, "optima_queue_jobs_finished_total", queue="example-jobs", status="success") == 2
+    assert sample(after, "optima_queue_jobs_finished_total", queue="example-jobs", status="failure") == 1
+    assert sample(after, "optima_queue_job_duration_ms_count", queue="example-jobs") == 3
+    assert sample(after, "optima_queue_job_duration_ms_bucket", queue="example-jobs", le="+Inf") == 3
+    assert sample(after, "optima_queue_job_duration_ms_sum", queue="example-jobs") > 0
+
+    assert sample(after, "optima_digitization_feed_sync_rows_total", feed="wb_orders", kind="fetched") == 150
+    assert sample(after, "optima_digitization_feed_sync_rows_total", feed="wb_orders", kind="inserted") == 75
+    assert sample(after, "optima_digitization_feed_sync_runs_total", feed="wb_orders", status="success") == 2
+    assert sample(after, "optima_digitization_feed_sync_changed_days_total", feed="wb_orders") == 4
+    assert 0 <= sample(after, "optima_digitization_feed_sync_last_success_age_seconds", feed="wb_orders") < 300
+    assert sample(after, "optima_rnp_sync_runs_total", feed="wb_report_lines", status="failure") == 1
+    assert sample(after, "optima_rnp_sync_failing_cabinets", feed="wb_report_lines") == 1
+    assert sample(after, "optima_reaggregate_partitions_recomputed_total", domain="rnp-sales") == 4
+    assert sample(after, "optima_reaggregate_lag_seconds_sum", domain="rnp-sales") == 40
+    assert sample(after, "optima_reaggregate_recent_lag_seconds", domain="rnp-sales", quantile="1") == 40
+    assert sample(after, "optima_cabinets", status="active") == 2
+
+    # A later scrape does not count the same runs twice.
+    again = scrape(registry)
+    assert sample(again, "optima_queue_job_duration_ms_count", queue="example-jobs") == 3
+    collector.close()
+
+
+def test_a_failed_read_says_so_instead_of_reporting_zeros(optima_env, database_url, settings):
+    registry, collector = build_registry(database_url, settings.warehouse_schema, "dagster_no_such_schema")
+    figures = scrape(registry)
+    assert sample(figures, "optima_metrics_up") == 0
+    assert not any(name.startswith("optima_queue_jobs") for name, _ in figures)
+    collector.close()

@@ -1,0 +1,305 @@
+"""The real UI, as a person meets it: behind basic auth, then driven in headless Chromium.
+
+One deployment (``optima-pipelines dev`` with basic auth, on the code location
+``tests/system/ui_location.py``) serves every test here. Screenshots land in
+``test-artifacts/ui/``.
+
+The test location holds every production definition plus two stand-ins, so checking the real
+lineage is one line: ``LINEAGE = ("wb_orders", "rnp_daily")`` (first the feed, last the asset whose
+lineage, partitions and backfill are driven).
+"""
+
+import base64
+import os
+import secrets
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+import websockets.sync.client
+from psycopg import sql
+from websockets.exceptions import InvalidStatus
+
+from optima_pipelines import cabinets
+from optima_pipelines.db.connection import connect
+from optima_pipelines.db.migrate import ensure_schemas, upgrade
+from optima_pipelines.secrets import TokenCipher
+from optima_pipelines.timeutil import today_moscow
+from tests.system.harness import running_dev
+
+pytestmark = pytest.mark.system
+
+LINEAGE = ("ui_feed", "ui_mart")
+LOCATION_MODULE = "tests.system.ui_location"
+CABINET = "ui-shop"
+USER, PASSWORD = "operator", secrets.token_urlsafe(12)
+TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJ1aS1zaG9wIn0.dWktdGVzdC1zaWduYXR1cmU"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TODAY = today_moscow()
+DAYS = [TODAY - timedelta(days=d) for d in (4, 3, 2)]
+
+
+@pytest.fixture(scope="module")
+def deployment(database_url, tmp_path_factory, secret_key):
+    env = f"t{secrets.token_hex(5)}"
+    tmp = tmp_path_factory.mktemp("ui")
+    upgrade(database_url, f"optima_{env}")
+    ensure_schemas(database_url, f"dagster_{env}")
+    with connect(database_url, f"optima_{env}", autocommit=True) as conn:
+        cabinets.add_cabinet(conn, TokenCipher(secret_key.encode()), CABINET, "UI shop", TOKEN)
+    environment = {
+        "OPTIMA_DATABASE_URL": database_url,
+        "OPTIMA_ENV": env,
+        "OPTIMA_STATE_DIR": str(tmp / "state"),
+        "OPTIMA_SECRET_KEY": secret_key,
+        "OPTIMA_UI_USER": USER,
+        "OPTIMA_UI_PASSWORD": PASSWORD,
+        "OPTIMA_PARTITIONS_START": (TODAY - timedelta(days=9)).isoformat(),
+        # Nothing may leave this machine: WB's "hosts" are a closed local port.
+        "OPTIMA_WB_BASE_URL": "http://127.0.0.1:9",
+    }
+    os.environ.pop("OPTIMA_DAGSTER_STORAGE_URL", None)
+    try:
+        with running_dev(environment, tmp, args=("-m", LOCATION_MODULE)) as dep:
+            yield dep
+    finally:
+        with connect(database_url, autocommit=True) as conn:
+            for schema in (f"optima_{env}", f"dagster_{env}"):
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def basic_header() -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()}
+
+
+@pytest.mark.parametrize("path", ["/", "/server_info", "/assets/ui_mart", "/asset-groups", "/runs", "/graphql"])
+def test_every_route_needs_a_login(deployment, path):
+    refused = httpx.get(deployment.url + path, timeout=30)
+    wrong = httpx.get(deployment.url + path, timeout=30, auth=(USER, "not-the-password"))
+    allowed = httpx.get(deployment.url + path, timeout=30, auth=(USER, PASSWORD), params={"query": "{ version }"})
+    assert refused.status_code == 401 and wrong.status_code == 401
+    assert refused.headers["www-authenticate"].startswith("Basic")
+    assert allowed.status_code == 200
+
+
+def test_graphql_and_its_websocket_need_a_login(deployment):
+    query = {"query": "{ version }"}
+    assert httpx.post(deployment.url + "/graphql", json=query, timeout=30).status_code == 401
+    assert httpx.post(deployment.url + "/graphql", json=query, timeout=30, auth=(USER, PASSWORD)).status_code == 200
+
+    ws_url = deployment.url.replace("http://", "ws://") + "/graphql"
+    with pytest.raises(InvalidStatus) as refused:
+        websockets.sync.client.connect(ws_url, subprotocols=["graphql-ws"], open_timeout=30)
+    assert refused.value.response.status_code == 401
+    with websockets.sync.client.connect(
+        ws_url, subprotocols=["graphql-ws"], additional_headers=basic_header(), open_timeout=30
+    ) as ws:
+        assert ws.subprotocol == "graphql-ws"
+
+
+def test_the_dev_log_says_auth_is_on(deployment):
+    assert f"basic auth on, user '{USER}'" in deployment.log()
+    assert PASSWORD not in deployment.log()
+
+
+PARTITIONS = """
+query($key: AssetKeyInput!) {
+  assetNodeOrError(assetKey: $key) {
+    ... on AssetNode {
+      partitionKeysByDimension { name partitionKeys }
+      partitionStats { numMaterialized }
+    }
+  }
+}
+"""
+BACKFILLS = "{ partitionBackfillsOrError { ... on PartitionBackfills { results { id status numPartitions } } } }"
+DONE = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
+
+
+def asset_node(dep, key: str) -> dict:
+    return dep.graphql(PARTITIONS, {"key": {"path": [key]}})["assetNodeOrError"]
+
+
+def wait_for(condition, timeout: float, what: str, dep):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"{what} not within {timeout:.0f}s\n{dep.log()[-3000:]}")
+
+
+def scrape(dep) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(dep.metrics_url + "/metrics", timeout=30).text
+    return {
+        s.name + str(sorted(s.labels.items())): s.value for f in text_string_to_metric_families(text) for s in f.samples
+    }
+
+
+def finished_runs(figures: dict[str, float]) -> float:
+    return sum(v for k, v in figures.items() if k.startswith("optima_queue_jobs_finished_total"))
+
+
+def dismiss_welcome(page) -> None:
+    """A fresh instance greets the first visitor with a newsletter dialog: skip it if it shows."""
+    skip = page.get_by_role("button", name="Skip")
+    try:
+        skip.click(timeout=5000)
+    except Exception:  # no dialog: already dismissed on this instance
+        pass
+
+
+def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(deployment):
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import expect, sync_playwright
+
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    feed, target = LINEAGE[0], LINEAGE[-1]
+    # The cabinet sensor puts the cabinet into the partition dimension within a tick or two.
+    wait_for(
+        lambda: any(CABINET in d["partitionKeys"] for d in asset_node(deployment, target)["partitionKeysByDimension"]),
+        120,
+        f"cabinet {CABINET} as a partition of {target}",
+        deployment,
+    )
+    before = scrape(deployment)
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            # Without credentials the browser gets nothing but the 401 (headless Chromium has no
+            # login prompt: navigation fails on the auth challenge).
+            anonymous = browser.new_context()
+            refused = anonymous.request.get(deployment.url + "/")
+            assert refused.status == 401 and "dagster" not in refused.text().lower().replace("dagster ui", "")
+            with pytest.raises(PlaywrightError, match="ERR_INVALID_AUTH_CREDENTIALS"):
+                anonymous.new_page().goto(deployment.url + "/")
+            anonymous.close()
+
+            context = browser.new_context(
+                http_credentials={"username": USER, "password": PASSWORD}, viewport={"width": 1400, "height": 1000}
+            )
+            context.set_default_timeout(60_000)
+            page = context.new_page()
+
+            # The lineage: the feed upstream of the target in the target's lineage graph.
+            page.goto(f"{deployment.url}/assets/{target}?view=lineage&lineageScope=upstream")
+            dismiss_welcome(page)
+            expect(page.get_by_text(target, exact=True).first).to_be_visible()
+            every_level = page.get_by_role("button", name="All", exact=True).first
+            if every_level.is_enabled():  # disabled when the graph already shows every upstream level
+                every_level.click()
+            for key in LINEAGE:
+                expect(page.get_by_text(key, exact=True).first).to_be_visible()
+            page.screenshot(path=ARTIFACTS / "1-lineage.png")
+            page.goto(f"{deployment.url}/asset-groups")
+            expect(page.get_by_text("Global asset lineage")).to_be_visible()
+            page.screenshot(path=ARTIFACTS / "2-asset-graph.png")
+
+            # The partitions tab: the cabinet × day grid.
+            page.goto(f"{deployment.url}/assets/{target}?view=partitions")
+            expect(page.get_by_text(CABINET, exact=True).first).to_be_visible()
+            expect(page.get_by_text(DAYS[0].isoformat(), exact=True).first).to_be_visible()
+            page.screenshot(path=ARTIFACTS / "3-partitions.png")
+
+            # A backfill of one cabinet and three days, launched by clicking.
+            page.get_by_role("button", name="Materialize…").first.click()
+            confirm = page.get_by_role("button", name="Confirm")  # "upstream not materialized" warning
+            if feed != target:
+                confirm.click()
+            dialog = page.get_by_role("dialog").filter(has_text=f"Launch runs to materialize {target}")
+            dialog.get_by_role("img", name="expand_more").first.click()
+            page.locator("label").filter(has=page.locator(f'[title="{CABINET}"]')).last.click()
+            dates = dialog.get_by_placeholder("ex: ")
+            dates.fill(f"[{DAYS[0].isoformat()}...{DAYS[-1].isoformat()}]")
+            dates.press("Enter")
+            expect(dialog.get_by_text("3 partitions")).to_be_visible()
+            dialog.screenshot(path=ARTIFACTS / "4-backfill-dialog.png")
+            dialog.get_by_role("button", name="Launch backfill").click()
+
+            backfill = wait_for(
+                lambda: next(
+                    (
+                        b
+                        for b in deployment.graphql(BACKFILLS)["partitionBackfillsOrError"]["results"]
+                        if b["status"] in DONE
+                    ),
+                    None,
+                ),
+                300,
+                "the backfill to finish",
+                deployment,
+            )
+            assert backfill["status"] in ("COMPLETED", "COMPLETED_SUCCESS"), backfill
+            assert backfill["numPartitions"] == 3
+            assert asset_node(deployment, target)["partitionStats"]["numMaterialized"] == 3
+
+            page.goto(f"{deployment.url}/assets/{target}?view=partitions")
+            expect(page.get_by_text("Materialized (3)")).to_be_visible()
+            page.screenshot(path=ARTIFACTS / "5-partitions-after-backfill.png")
+            page.goto(f"{deployment.url}/runs")
+            page.screenshot(path=ARTIFACTS / "6-runs.png")
+        finally:
+            browser.close()
+
+    # The figures moved: three more finished runs, counted by the metrics process.
+    after = wait_for(
+        lambda: (f := scrape(deployment)) and finished_runs(f) >= finished_runs(before) + 3 and f,
+        60,
+        "three more finished runs in /metrics",
+        deployment,
+    )
+    assert after["optima_metrics_up[]"] == 1
+    health = httpx.get(deployment.metrics_url + "/health", params={"wb": "0"}, timeout=60).json()
+    assert health["healthy"], health
+
+    # No token anywhere in what the deployment printed (webserver, daemon, code server, runs).
+    assert TOKEN not in deployment.log()
+
+
+def processes_with(marker: bytes) -> list[int]:
+    """Processes whose environment holds this exact variable (our test environment's name)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+def test_stopping_dev_stops_every_process_it_started(deployment):
+    """Runs last: SIGTERM to `dev` ends the code server, daemon, webserver, metrics process and run workers."""
+    import signal
+    import subprocess
+
+    marker = f"OPTIMA_ENV={deployment.env['OPTIMA_ENV']}".encode()
+    assert len(processes_with(marker)) >= 4  # dev and its children, before
+    deployment.proc.send_signal(signal.SIGTERM)
+    try:
+        deployment.proc.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"dev did not stop within 90 s\n{deployment.log()[-3000:]}") from None
+    assert processes_with(marker) == []
+    assert "stopping..." in deployment.log()
