@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dagster import Definitions, EnvVar
+import warnings
+
+from dagster import BetaWarning, Definitions, EnvVar
 
 from optima_pipelines import logs
 from optima_pipelines.assets.digitization import (
@@ -20,6 +22,10 @@ from optima_pipelines.sensors.cabinets import cabinet_partitions_sensor
 from optima_pipelines.sensors.digitization import digitization_backfill_schedule, digitization_increment_sensor
 from optima_pipelines.sensors.queue import account_busy_sensor
 from optima_pipelines.sensors.requests import requests_sensor
+
+# Dagster 1.13 itself passes `owners` when it binds a sensor's jobs, and warns about it on every
+# load of every process; nothing of ours uses owners.
+warnings.filterwarnings("ignore", message="Parameter `owners` of initializer", category=BetaWarning)
 
 # Every process that loads the code location (code server, run workers) logs with run id and
 # cabinet on each line, and never a token.

@@ -7,6 +7,7 @@ and record a materialization of every `cabinet|day` partition whose rows changed
 grid and the РНП re-aggregation see exactly which days changed, old ones included.
 """
 
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -15,12 +16,15 @@ from dagster import (
     AssetMaterialization,
     Backoff,
     Config,
+    DagsterInstance,
+    DagsterRunStatus,
     Failure,
     Jitter,
     MaterializeResult,
     MetadataValue,
     OpExecutionContext,
     RetryPolicy,
+    RunsFilter,
     asset,
     job,
     op,
@@ -30,14 +34,21 @@ from optima_pipelines import requests as outbox
 from optima_pipelines.cabinets import get_cabinet
 from optima_pipelines.errors import InvalidInput, OptimaError
 from optima_pipelines.partitions import CABINET_DAY, CABINET_DIM, CABINETS_NAME, DATE_DIM, cabinet_day_key
-from optima_pipelines.queues import PRIORITY_USER, TAG_TRIGGER, queue_tags
+from optima_pipelines.queues import (
+    PRIORITY_SCHEDULED,
+    PRIORITY_USER,
+    TAG_CABINET,
+    TAG_PRIORITY,
+    TAG_TRIGGER,
+    queue_tags,
+)
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import digitization as dg
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import WbError
 
-QUEUE = "digitization-sync"
+QUEUE = dg.QUEUE
 BACKFILL_TAG = "dagster/backfill"
 #: ADR-0007 defaults: 5 attempts with exponential backoff from 1 s; scheduled syncs 3 attempts.
 DEFAULT_RETRY = RetryPolicy(max_retries=4, delay=1, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
@@ -182,6 +193,7 @@ def _sync(
         context.instance.add_dynamic_partitions(CABINETS_NAME, [cabinet_id])
 
     today = today_moscow()
+    trigger = {"increment": "scheduled", "backfill": "scheduled", "import": "user_import"}[mode]
     whole_period: list[date] = []
     runs: list[dg.FeedRun] = []
     # Imports are a person waiting: wait out WB's per-minute statistics limit between pages.
@@ -204,11 +216,12 @@ def _sync(
                 start,
                 flag=0,
                 run_id=context.run_id,
+                trigger=trigger,
                 cursor_feed=cursor_feed,
+                should_yield=None if mode == "import" else _user_run_waiting(context.instance, cabinet_id),
             )
             runs.append(run)
             context.log.info(f"{feed.name} of {cabinet_id} from {start}: {run.summary()}")
-    trigger = {"increment": "scheduled", "backfill": "scheduled", "import": "user_import"}[mode]
     _record_changes(context, cabinet_id, runs, trigger=trigger, whole_period=whole_period, request_id=config.request_id)
     result = {run.feed.name: run.summary() for run in runs}
     deferred = [r for r in runs if r.deferred_until is not None]
@@ -227,6 +240,19 @@ def _sync(
                 outbox.mark_succeeded(conn, config.request_id, context.run_id, result)
                 conn.commit()
     return result
+
+
+def _user_run_waiting(instance: DagsterInstance, cabinet_id: str) -> Callable[[], bool]:
+    """Whether a user's run (higher priority) waits in the queue for this cabinet: a scheduled
+    load yields the cabinet at its next page boundary (the original's rule)."""
+
+    def waiting() -> bool:
+        runs = instance.get_runs(
+            RunsFilter(statuses=[DagsterRunStatus.QUEUED], tags={TAG_CABINET: cabinet_id}), limit=20
+        )
+        return any(int(r.tags.get(TAG_PRIORITY, "0")) > PRIORITY_SCHEDULED for r in runs)
+
+    return waiting
 
 
 def _window_first_day(config: FeedSyncConfig, today: date) -> date:

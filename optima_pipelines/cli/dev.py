@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import socket
 import sys
+from contextlib import contextmanager
 
 import click
 
@@ -26,6 +27,32 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _demo_setup(state_dir, wb_base_url: str | None):  # type: ignore[no-untyped-def]
+    """The simulator a demo loaded from, unless the deployment is pointed at a WB of its own."""
+    if wb_base_url:
+        return None
+    try:
+        from wb_simulator.demo import SimSetup
+    except ImportError:  # an installation without the simulator package
+        return None
+    return SimSetup.load(state_dir)
+
+
+def _demo_simulator(state_dir, wb_base_url: str | None):  # type: ignore[no-untyped-def]
+    """After `optima-pipelines demo`, `dev` serves the same simulated WB again as a process of its
+    own, so the demo's cabinets keep syncing."""
+    setup = _demo_setup(state_dir, wb_base_url)
+    if setup is None:
+        return None
+    port = _free_port()
+    argv = [
+        sys.executable, "-m", "optima_pipelines.cli", "wb-sim", "--port", str(port), "--seed", str(setup.seed),
+        "--cabinets", str(setup.cabinets), "--orders-per-day", str(setup.orders_per_day), "--prefix", setup.prefix,
+        "--time-scale", str(setup.time_scale),
+    ]  # fmt: skip
+    return argv, f"http://127.0.0.1:{port}", setup.time_scale
 
 
 def _raise_stop(_signum, _frame):  # type: ignore[no-untyped-def]
@@ -63,6 +90,12 @@ def dev_cmd(host: str, port: int, metrics_port: int, module: str) -> None:
         ]
         if metrics_port:
             services.append(("metrics", [*cli, "metrics", "--host", host, "--port", str(metrics_port)]))
+        demo_sim = _demo_simulator(dep.settings.state_dir, dep.settings.wb_base_url)
+        if demo_sim is not None:
+            argv, base_url, time_scale = demo_sim
+            services.insert(0, ("WB simulator", argv))
+            env.update(OPTIMA_WB_BASE_URL=base_url, OPTIMA_WB_TIME_SCALE=str(time_scale))
+            click.echo(f"WB simulator (from the demo): {base_url}")
 
         supervisor = processes.Supervisor()
         previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -95,9 +128,23 @@ def dagster_cmd(args: tuple[str, ...]) -> None:
 
     optima-pipelines dagster asset materialize -m optima_pipelines.definitions --select wb_orders --partition 'c1|2026-11-29'
     """
-    with open_deployment() as dep:
-        code = processes.run_child([sys.executable, "-m", "dagster", *args], dep.child_env())
+    with open_deployment() as dep, _demo_wb_in_process(dep.settings.state_dir, dep.settings.wb_base_url) as wb_env:
+        code = processes.run_child([sys.executable, "-m", "dagster", *args], {**dep.child_env(), **wb_env})
     sys.exit(code)
+
+
+@contextmanager
+def _demo_wb_in_process(state_dir, wb_base_url: str | None):  # type: ignore[no-untyped-def]
+    """For one command after a demo: serve the demo's simulated WB in this process meanwhile."""
+    setup = _demo_setup(state_dir, wb_base_url)
+    if setup is None:
+        yield {}
+        return
+    from wb_simulator.server import serve
+
+    sim, _tokens = setup.build()
+    with serve(sim) as base_url:
+        yield {"OPTIMA_WB_BASE_URL": base_url, "OPTIMA_WB_TIME_SCALE": str(setup.time_scale)}
 
 
 def register(cli: click.Group) -> None:

@@ -17,6 +17,7 @@ from optima_pipelines.errors import ConfigError
 @click.option("--seed", default=1, show_default=True, type=int, help="Seed of the generated data.")
 @click.option("--cabinets", default=3, show_default=True, type=int, help="How many seller cabinets to simulate.")
 @click.option("--orders-per-day", default=300, show_default=True, type=int, help="Average orders a day per cabinet.")
+@click.option("--prefix", default="sim", show_default=True, help="Cabinet ids are <prefix>-1, <prefix>-2, ...")
 @click.option(
     "--time-scale",
     default=1.0,
@@ -24,7 +25,9 @@ from optima_pipelines.errors import ConfigError
     type=float,
     help="How much faster than real time WB's rate limits refill (a client must use the same scale).",
 )
-def wbsim_cmd(host: str, port: int, seed: int, cabinets: int, orders_per_day: int, time_scale: float) -> None:
+def wbsim_cmd(
+    host: str, port: int, seed: int, cabinets: int, orders_per_day: int, prefix: str, time_scale: float
+) -> None:
     """Serve a simulated WB seller API on HTTP and print its base URL and one token per cabinet.
 
     Point the deployment at it with OPTIMA_WB_BASE_URL=<base URL>. The tokens are the simulator's
@@ -38,22 +41,18 @@ def wbsim_cmd(host: str, port: int, seed: int, cabinets: int, orders_per_day: in
         raise ConfigError(f"--time-scale must be positive, got {time_scale}")
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port must be from 0 to 65535, got {port}")
-    from wb_simulator import CabinetSpec, Simulator
+    from wb_simulator.demo import SimSetup
     from wb_simulator.server import bind, run_forever
 
-    sim = Simulator(
-        seed=seed,
-        cabinets=[CabinetSpec(id=f"sim-{i + 1}", orders_per_day=orders_per_day) for i in range(cabinets)],
-        time_scale=time_scale,
-    )
+    sim, tokens = SimSetup(seed, cabinets, orders_per_day, prefix, time_scale).build()
     try:
         sock = bind(host, port)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     click.echo(f"WB simulator: http://{host}:{sock.getsockname()[1]}  (seed {seed}, time scale {time_scale:g})")
     click.echo(f"export OPTIMA_WB_BASE_URL=http://{host}:{sock.getsockname()[1]}")
-    for cabinet_id in sim.cabinets:
-        click.echo(f"cabinet {cabinet_id}: {sim.token(cabinet_id)}")
+    for cabinet_id, token in tokens.items():
+        click.echo(f"cabinet {cabinet_id}: {token}")
     run_forever(sim, sock)
 
 

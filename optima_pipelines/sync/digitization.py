@@ -24,6 +24,7 @@ from typing import Any
 import psycopg
 
 from optima_pipelines.load import MergeResult, merge_rows
+from optima_pipelines.ops.records import record_feed_sync
 from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
 from optima_pipelines.timeutil import MOSCOW, now_moscow
 from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
@@ -31,6 +32,7 @@ from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
 #: Re-read this much before the stored cursor: WB publishes its feed in batches (every ~30 min) and
 #: rows can appear with a lastChangeDate slightly before the newest one already seen.
 INCREMENT_OVERLAP = timedelta(hours=1)
+QUEUE = "digitization-sync"
 #: WB keeps statistics rows for 90 days from the order.
 WB_HORIZON_DAYS = 90
 
@@ -100,16 +102,22 @@ def load_feed(
     *,
     flag: int,
     run_id: str | None,
+    trigger: str,
     cursor_feed: str | None = None,
     only_day: date | None = None,
+    should_yield: Callable[[], bool] | None = None,
 ) -> FeedRun:
     """Fetch every page and merge it, one transaction per page (with the cursor, if ``cursor_feed``).
 
     A WB rate-limit pause longer than the client's limit raises WbDeferred before a request is
     sent: the pages merged so far stay committed, the resume time is recorded in sync_state, and
-    the returned FeedRun says until when the load was deferred.
+    the returned FeedRun says until when the load was deferred. ``should_yield`` is asked between
+    pages: a scheduled load stops there (and resumes later) when a user's run waits for the cabinet.
+    The load's figures are recorded for /metrics (ops_feed_syncs) when it ends, however it ends.
     """
     run = FeedRun(feed)
+    started = now_moscow()
+    state_feed = cursor_feed or feed.name
     with connect() as conn:
         try:
             for page in feed.fetch(client, date_from, flag):
@@ -125,16 +133,60 @@ def load_feed(
                             save_cursor(
                                 conn, cabinet_id, cursor_feed, {"last_change_date": run.cursor.isoformat()}, run_id
                             )
-        except WbDeferred as deferred:
-            run.deferred_until = deferred.resume_at
-            run.deferred_reason = str(deferred)
+                if should_yield is not None and should_yield():
+                    raise _Yield
+        except (WbDeferred, _Yield) as stop:
+            if isinstance(stop, WbDeferred):
+                run.deferred_until, run.deferred_reason = stop.resume_at, str(stop)
+            else:
+                run.deferred_until, run.deferred_reason = now_moscow(), "yielded the cabinet to a user's run"
             with conn.transaction():
-                mark_deferred(conn, cabinet_id, cursor_feed or feed.name, deferred.resume_at, str(deferred))
+                mark_deferred(conn, cabinet_id, state_feed, run.deferred_until, run.deferred_reason)
+                _record(conn, run, cabinet_id, run_id, trigger, started, "skipped")
             return run
-        if cursor_feed is not None:
+        except Exception as exc:
+            conn.rollback()
             with conn.transaction():
+                _record(
+                    conn, run, cabinet_id, run_id, trigger, started, "failure", error=f"{exc.__class__.__name__}: {exc}"
+                )
+            raise
+        with conn.transaction():
+            if cursor_feed is not None:
                 mark_success(conn, cabinet_id, cursor_feed, run_id)
+            _record(conn, run, cabinet_id, run_id, trigger, started, "success")
     return run
+
+
+class _Yield(Exception):
+    """Internal: a scheduled load stops between pages for a waiting user run."""
+
+
+def _record(
+    conn: psycopg.Connection,
+    run: FeedRun,
+    cabinet_id: str,
+    run_id: str | None,
+    trigger: str,
+    started: datetime,
+    status: str,
+    error: str | None = None,
+) -> None:
+    record_feed_sync(
+        conn,
+        queue=QUEUE,
+        feed=run.feed.asset,
+        cabinet_id=cabinet_id,
+        run_id=run_id or "in-process",
+        trigger=trigger,
+        started_at=started,
+        status=status,
+        rows_fetched=run.rows_fetched,
+        rows_inserted=run.merge.inserted,
+        rows_updated=run.merge.updated,
+        changed_days=len(run.changed_days),
+        error=error,
+    )
 
 
 def increment_start(connect: Connect, feed: Feed, cabinet_id: str) -> datetime:
@@ -202,9 +254,13 @@ def load_partition(
         return plan, FeedRun(feed)
     with client_factory() as client:
         if plan.mode == "day":
-            run = load_feed(connect, client, feed, cabinet_id, day, flag=1, run_id=run_id, only_day=day)
+            run = load_feed(
+                connect, client, feed, cabinet_id, day, flag=1, run_id=run_id, trigger="manual", only_day=day
+            )
         else:
-            run = load_feed(connect, client, feed, cabinet_id, window_start(day), flag=0, run_id=run_id)
+            run = load_feed(
+                connect, client, feed, cabinet_id, window_start(day), flag=0, run_id=run_id, trigger="backfill"
+            )
     if plan.mode == "range" and run.deferred_until is None:
         with connect() as conn, conn.transaction():
             memo = {"from": day.isoformat(), "backfill": backfill_id, "fetched_at": now_moscow().isoformat()}

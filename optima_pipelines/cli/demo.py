@@ -1,0 +1,120 @@
+"""`optima-pipelines demo`: the whole path on this machine, with nothing to configure.
+
+It starts the embedded PostgreSQL (unless OPTIMA_DATABASE_URL is set) and the WB simulator,
+registers the simulator's cabinets, loads their orders and sales for the last days through Dagster
+runs recorded in the deployment's own storage (so `optima-pipelines dev` shows them afterwards, and
+brings the same simulator back), and prints what arrived per cabinet and day.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+
+import click
+
+from optima_pipelines import cabinets as repo
+from optima_pipelines.errors import OptimaError
+from optima_pipelines.queues import TAG_TRIGGER, queue_tags
+from optima_pipelines.runtime import Deployment, open_deployment
+from optima_pipelines.timeutil import today_moscow
+
+DEMO_TIME_SCALE = 60.0  # WB's 1-request-a-minute statistics limit becomes one a second
+
+
+def register_simulated_cabinets(dep: Deployment, tokens: dict[str, str]) -> None:
+    cipher = dep.cipher()
+    with dep.connect() as conn:
+        existing = {c.id for c in repo.list_cabinets(conn)}
+        for cabinet_id, token in tokens.items():
+            if cabinet_id in existing:  # registered by an earlier demo: refresh its token and status
+                repo.set_token(conn, cipher, cabinet_id, token)
+                repo.set_status(conn, cabinet_id, "active")
+            else:
+                repo.add_cabinet(conn, cipher, cabinet_id, f"Demo shop {cabinet_id.rsplit('-', 1)[-1]}", token)
+        conn.commit()
+
+
+def print_summary(dep: Deployment, cabinet_ids: list[str], first_day) -> None:  # type: ignore[no-untyped-def]
+    query = """
+        WITH o AS (
+            SELECT cabinet_id, day, count(*) AS orders, count(*) FILTER (WHERE is_cancel) AS cancelled,
+                   sum(price_with_disc) AS ordered_rub
+            FROM wb_orders WHERE cabinet_id = ANY(%(c)s) AND day >= %(d)s GROUP BY 1, 2),
+        s AS (
+            SELECT cabinet_id, day, count(*) FILTER (WHERE NOT is_return) AS sales,
+                   count(*) FILTER (WHERE is_return) AS returns, sum(for_pay) AS for_pay
+            FROM wb_sales WHERE cabinet_id = ANY(%(c)s) AND day >= %(d)s GROUP BY 1, 2)
+        SELECT coalesce(o.cabinet_id, s.cabinet_id), coalesce(o.day, s.day), coalesce(orders, 0),
+               coalesce(cancelled, 0), coalesce(ordered_rub, 0), coalesce(sales, 0), coalesce(returns, 0),
+               coalesce(for_pay, 0)
+        FROM o FULL JOIN s ON o.cabinet_id = s.cabinet_id AND o.day = s.day
+        ORDER BY 1, 2
+    """
+    with dep.connect() as conn:
+        rows = conn.execute(query, {"c": cabinet_ids, "d": first_day}).fetchall()
+    header = f"{'cabinet':<8} {'day':<10} {'orders':>6} {'cancel':>6} {'ordered, ₽':>12} {'sales':>5} {'ret':>4} {'to pay, ₽':>12}"
+    current = None
+    for cabinet, day, orders, cancelled, ordered, sales, returns, for_pay in rows:
+        if cabinet != current:
+            click.echo("")
+            click.echo(header)
+            current = cabinet
+        click.echo(
+            f"{cabinet:<8} {day.isoformat():<10} {orders:>6} {cancelled:>6} {ordered:>12,.2f} {sales:>5} {returns:>4} {for_pay:>12,.2f}"
+        )
+
+
+@click.command("demo")
+@click.option(
+    "--days", default=14, show_default=True, type=click.IntRange(1, 90), help="Moscow days to load, today included."
+)
+@click.option("--cabinets", default=3, show_default=True, type=click.IntRange(1, 20), help="Simulated cabinets.")
+@click.option("--seed", default=1, show_default=True, type=int, help="Seed of the simulated data.")
+def demo_cmd(days: int, cabinets: int, seed: int) -> None:
+    """Load simulated WB cabinets through Dagster and print what arrived (embedded database by default)."""
+    from dagster import DagsterInstance
+
+    from wb_simulator.demo import SimSetup
+    from wb_simulator.server import serve
+
+    started = time.monotonic()
+    setup = SimSetup(seed=seed, cabinets=cabinets, prefix="demo", time_scale=DEMO_TIME_SCALE)
+    with open_deployment() as dep:
+        sim, tokens = setup.build()
+        with serve(sim) as base_url:
+            click.echo(f"database: {dep.masked_url()} (environment {dep.settings.env})")
+            click.echo(f"WB simulator: {base_url} (seed {seed}, {cabinets} cabinets)")
+            register_simulated_cabinets(dep, tokens)
+            setup.save(dep.settings.state_dir)  # `optima-pipelines dev` serves this simulator again
+            dep.apply_env()
+            os.environ["OPTIMA_WB_BASE_URL"] = base_url
+            os.environ["OPTIMA_WB_TIME_SCALE"] = str(setup.time_scale)
+
+            from optima_pipelines.assets.digitization import QUEUE, digitization_backfill_job, feed_sync_run_config
+            from optima_pipelines.definitions import defs
+            from optima_pipelines.partitions import CABINETS_NAME
+
+            job = defs.get_job_def(digitization_backfill_job.name)
+            with DagsterInstance.get() as instance:
+                instance.add_dynamic_partitions(CABINETS_NAME, setup.cabinet_ids())
+                for cabinet_id in setup.cabinet_ids():
+                    result = job.execute_in_process(
+                        run_config=feed_sync_run_config(job.name, cabinet_id, window_days=days - 1),
+                        instance=instance,
+                        tags={**queue_tags(QUEUE, cabinet_id=cabinet_id), TAG_TRIGGER: "demo"},
+                        raise_on_error=False,
+                    )
+                    if not result.success:
+                        raise OptimaError(
+                            f"the demo's sync of {cabinet_id} failed (run {result.run_id}); see it in the UI"
+                        )
+                    click.echo(f"synced {cabinet_id}: run {result.run_id}")
+            print_summary(dep, setup.cabinet_ids(), today_moscow() - timedelta(days=days - 1))
+    click.echo("")
+    click.echo(f"done in {time.monotonic() - started:.0f} s. `optima-pipelines dev` shows these runs and partitions.")
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(demo_cmd)
