@@ -63,6 +63,10 @@ QUEUES: dict[str, Queue] = {
 #: (the UI's Materialize button, `dagster asset materialize`, backfills).
 ASSET_QUEUES: dict[str, str] = {
     "cabinet_status_summary": "example-jobs",
+    "rnp_sales": "re-aggregate",
+    "rnp_ads": "re-aggregate",
+    "rnp_finance": "re-aggregate",
+    "rnp_daily": "re-aggregate",
 }
 
 

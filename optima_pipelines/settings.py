@@ -32,6 +32,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "SYNC_QUEUE_CONCURRENCY": "How many cabinets the six sync queues process at once, in total. Default 5.",
     "DIGITIZATION_INCREMENT_INTERVAL_MS": "Interval of the orders/sales increment. Default 1800000 (30 min).",
     "OPTIMA_PARTITIONS_START": "First Moscow day of the cabinet x day partitions. Default 2025-01-01.",
+    "OPTIMA_PARTITION_RETENTION_MONTHS": "Months of rnp_daily (and its rollups) kept before the current one: "
+    "the weekly partition-manager drops older table partitions. Default 24, at least 3.",
 }
 
 
@@ -48,6 +50,7 @@ class Settings:
     sync_queue_concurrency: int
     increment_interval_ms: int
     partitions_start: str
+    partition_retention_months: int
 
     @property
     def warehouse_schema(self) -> str:
@@ -101,4 +104,6 @@ def load_settings() -> Settings:
         sync_queue_concurrency=_int_env("SYNC_QUEUE_CONCURRENCY", 5),
         increment_interval_ms=_int_env("DIGITIZATION_INCREMENT_INTERVAL_MS", 30 * 60 * 1000, minimum=1000),
         partitions_start=start,
+        # At least 3: the nightly merge heals the last 90 days, which must stay partitioned.
+        partition_retention_months=_int_env("OPTIMA_PARTITION_RETENTION_MONTHS", 24, minimum=3),
     )
