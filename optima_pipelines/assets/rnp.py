@@ -5,8 +5,9 @@ One row per cabinet × Moscow day × product. Each domain is rolled up on its ow
 realization report), and ``rnp_daily`` merges the three with the funnel and the day's stock. These
 assets are the only writers of the four tables. Every recompute is set-based SQL in PostgreSQL
 (``sql/rnp_*.sql``, where each column's definition sits next to the statement that computes it)
-and replaces the rows of its (cabinet, day) partitions in one transaction, so running it again
-changes nothing.
+and makes the rows of its (cabinet, day) partitions equal to what the feeds say, in one
+transaction: rows that changed are rewritten, the others left alone, so running it again changes
+nothing (and the 5-minute ads sync does not rewrite every product of the day).
 
 Runs come from three places: the re-aggregation sensor (sensors/rnp.py) when a feed partition
 changes, the nightly rnp-merge-sync (cadences.py), and people (the UI, backfills, the CLI). A run
@@ -56,6 +57,13 @@ SQL_DIR = Path(__file__).parent / "sql"
 #: Partitions (cabinet-days) replaced per transaction: bounds the lock time and the transaction's size
 #: when one run covers months of a cabinet or a day of many cabinets.
 PARTITIONS_PER_TRANSACTION = 62
+#: The feed tables each statement reads (the rollups it reads are written just before, by the run).
+INPUTS: dict[str, tuple[str, ...]] = {
+    "rnp_sales": ("wb_orders", "wb_sales"),
+    "rnp_ads": ("ad_campaign_stats",),
+    "rnp_finance": ("wb_report_lines", "wb_orders"),
+    "rnp_daily": ("rnp_funnel_stats", "stocks"),
+}
 #: First key of the two-key advisory locks that serialise writers of one cabinet's РНП.
 _LOCK_NAMESPACE = 0x524E50  # "RNP"
 
@@ -73,25 +81,41 @@ def statement(name: str) -> str:
 class RecomputeStats:
     table: str
     partitions: int = 0
-    rows_written: int = 0
+    #: Rows the partitions hold now.
+    rows: int = 0
+    #: Of those, rows inserted or whose values changed (the others were left as they were).
+    rows_changed: int = 0
+    #: Rows deleted because nothing upstream produces them any more.
+    rows_removed: int = 0
     #: Rows computed for days that have no table partition: dropped, by design (partition-manager).
     rows_dropped: int = 0
     days_outside_partitions: set[date] = field(default_factory=set)
+
+    def add(self, other: "RecomputeStats") -> None:
+        self.partitions += other.partitions
+        self.rows += other.rows
+        self.rows_changed += other.rows_changed
+        self.rows_removed += other.rows_removed
+        self.rows_dropped += other.rows_dropped
+        self.days_outside_partitions |= other.days_outside_partitions
 
     def metadata(self) -> dict[str, Any]:
         # A ranged run reports one result for all its partitions, hence "batch_".
         return {
             "batch_partitions": self.partitions,
-            "batch_rows_written": self.rows_written,
+            "batch_rows": self.rows,
+            "batch_rows_changed": self.rows_changed,
+            "batch_rows_removed": self.rows_removed,
             "batch_rows_dropped_outside_table_partitions": self.rows_dropped,
             "batch_days_outside_table_partitions": sorted(d.isoformat() for d in self.days_outside_partitions),
         }
 
 
 def _lock_cabinets(conn: psycopg.Connection, cabinets: Sequence[str]) -> None:
-    # Two runs may recompute the same (cabinet, day) at once (the sensor and the nightly merge):
-    # DELETE + INSERT from both would collide on the primary key. Locks are taken in sorted order,
-    # so two runs over several cabinets cannot deadlock.
+    # Two runs may recompute the same (cabinet, day) at once (the sensor and the nightly merge): the
+    # second must compute after the first has committed, or both insert the same new row and one
+    # fails on the primary key. Locks are taken in sorted order, so runs over several cabinets
+    # cannot deadlock.
     conn.execute(
         """
         SELECT count(pg_advisory_xact_lock(%s, hashtext(c)))
@@ -102,7 +126,8 @@ def _lock_cabinets(conn: psycopg.Connection, cabinets: Sequence[str]) -> None:
 
 
 def recompute(conn: psycopg.Connection, table: str, pairs: Sequence[tuple[str, date]]) -> RecomputeStats:
-    """Replace ``table``'s rows of these (cabinet, day) pairs, inside the caller's transaction."""
+    """Make ``table``'s rows of these (cabinet, day) pairs what the feeds say, inside the caller's
+    transaction: changed rows are updated, new ones inserted, vanished ones deleted."""
     pairs = sorted(set(pairs))
     stats = RecomputeStats(table=table, partitions=len(pairs))
     if not pairs:
@@ -110,24 +135,38 @@ def recompute(conn: psycopg.Connection, table: str, pairs: Sequence[tuple[str, d
     cabinets = [c for c, _ in pairs]
     days = [d for _, d in pairs]
     _lock_cabinets(conn, cabinets)
-    conn.execute(
-        sql.SQL(
-            """
-            DELETE FROM {} AS t
-            USING unnest(%s::text[], %s::date[]) AS k (cabinet_id, day)
-            WHERE t.cabinet_id = k.cabinet_id AND t.day = k.day
-            """
-        ).format(sql.Identifier(table)),
-        (cabinets, days),
-    )
-    # Read after the DELETE: it holds a lock on the table that makes a concurrent DROP of a
-    # partition wait for this transaction, so the coverage cannot change under the INSERT.
+    # Creating or dropping a partition locks the whole table: holding this lock until commit keeps
+    # the partitions read below the ones the statement writes into.
+    conn.execute(sql.SQL("LOCK TABLE {} IN ROW EXCLUSIVE MODE").format(sql.Identifier(table)))
     covered = covered_days(list_partitions(conn, table), days)
     row = conn.execute(statement(table), {"cabinets": cabinets, "days": days, "covered": covered}).fetchone()
     assert row is not None
-    stats.rows_written, stats.rows_dropped = int(row[0]), int(row[1])
+    stats.rows, stats.rows_changed, stats.rows_removed, stats.rows_dropped = (int(v) for v in row)
     stats.days_outside_partitions = {d for d, ok in zip(days, covered, strict=True) if not ok}
     return stats
+
+
+def refresh_statistics(conn: psycopg.Connection, tables: Sequence[str]) -> list[str]:
+    """ANALYZE the tables that were never analyzed or changed by more than half since.
+
+    Right after a bulk load (a new deployment's or a new cabinet's first import, which is exactly
+    when its РНП is recomputed) autovacuum may not have run yet. Without statistics the planner
+    takes the feed tables for tiny and joins report lines to orders by scanning the cabinet's
+    lines once per order: minutes instead of a second (bench/rnp_recompute.py shows both)."""
+    stale = [
+        name
+        for (name,) in conn.execute(
+            """
+            SELECT relname FROM pg_stat_user_tables
+            WHERE schemaname = current_schema() AND relname = ANY(%s) AND n_live_tup > 0
+              AND (coalesce(last_analyze, last_autoanalyze) IS NULL OR n_mod_since_analyze > n_live_tup / 2)
+            """,
+            (list(tables),),
+        ).fetchall()
+    ]
+    for name in stale:
+        conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(name)))
+    return stale
 
 
 def recompute_partitions(warehouse: Warehouse, table: str, pairs: Sequence[tuple[str, date]]) -> RecomputeStats:
@@ -135,13 +174,11 @@ def recompute_partitions(warehouse: Warehouse, table: str, pairs: Sequence[tuple
     ordered = sorted(set(pairs))
     total = RecomputeStats(table=table)
     with warehouse.connect() as conn:
+        with conn.transaction():
+            refresh_statistics(conn, INPUTS[table])
         for i in range(0, len(ordered), PARTITIONS_PER_TRANSACTION):
             with conn.transaction():
-                part = recompute(conn, table, ordered[i : i + PARTITIONS_PER_TRANSACTION])
-            total.partitions += part.partitions
-            total.rows_written += part.rows_written
-            total.rows_dropped += part.rows_dropped
-            total.days_outside_partitions |= part.days_outside_partitions
+                total.add(recompute(conn, table, ordered[i : i + PARTITIONS_PER_TRANSACTION]))
     return total
 
 

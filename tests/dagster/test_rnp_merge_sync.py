@@ -59,7 +59,7 @@ def requested_pairs(requests: list[RunRequest]) -> set[tuple[str, date]]:
 def snapshot(conn, cabinet: str, days: list[date]) -> dict:
     return {
         d: {
-            nm: {k: v for k, v in row.items() if k != "computed_at"}
+            nm: {k: v for k, v in row.items() if k != "updated_at"}
             for nm, row in rnp_rows(conn, "rnp_daily", cabinet, d).items()
         }
         for d in days

@@ -80,7 +80,7 @@ def feeds(warehouse_conn):
 def test_sales_count_orders_on_their_day_and_sales_on_theirs(warehouse, feeds):
     stats = recompute_partitions(warehouse, "rnp_sales", [(C, D)])
     rows = rnp_rows(feeds, "rnp_sales", C, D)
-    assert stats.rows_written == 2 and stats.rows_dropped == 0
+    assert (stats.rows, stats.rows_changed, stats.rows_dropped) == (2, 2, 0)
     p101 = rows[101]
     assert (p101["orders_count"], p101["orders_sum"]) == (3, Decimal("1000.49"))
     assert (p101["cancellations_count"], p101["cancellations_sum"]) == (1, Decimal("300.50"))
@@ -137,7 +137,7 @@ def test_ads_sum_every_campaign_app_and_associated_product(warehouse, feeds):
 def test_merge_puts_every_domain_side_by_side(warehouse, feeds):
     stats = recompute_all(warehouse, [(C, D)])
     rows = rnp_rows(feeds, "rnp_daily", C, D)
-    assert stats["rnp_daily"].rows_written == len(rows) == 5  # 0, 101, 102, 103, 555
+    assert stats["rnp_daily"].rows == len(rows) == 5  # 0, 101, 102, 103, 555
     p101 = rows[101]
     assert (p101["orders_count"], p101["orders_sum"], p101["ad_spend"], p101["payout"]) == (
         3,
@@ -160,23 +160,25 @@ def test_merge_puts_every_domain_side_by_side(warehouse, feeds):
     assert rows[0]["storage"] == Decimal("12647.29")
 
 
-def test_recompute_replaces_the_partition_and_is_idempotent(warehouse, feeds):
+def test_recompute_is_idempotent_and_touches_only_changed_rows(warehouse, feeds):
     recompute_all(warehouse, [(C, D)])
     first = rnp_rows(feeds, "rnp_daily", C, D)
-    recompute_all(warehouse, [(C, D)])
-    again = rnp_rows(feeds, "rnp_daily", C, D)
-    assert {k: {c: v for c, v in r.items() if c != "computed_at"} for k, r in first.items()} == {
-        k: {c: v for c, v in r.items() if c != "computed_at"} for k, r in again.items()
-    }
-    # Rows that no longer exist upstream disappear; other days are untouched.
-    recompute_all(warehouse, [(C, PREV)])
+    again = recompute_all(warehouse, [(C, D)])
+    assert all((s.rows_changed, s.rows_removed) == (0, 0) for s in again.values())
+    assert rnp_rows(feeds, "rnp_daily", C, D) == first  # updated_at included: no row was rewritten
+
+    # One order more for 101; the report lines and the associated product's ads vanish upstream.
+    add_order(feeds, C, "o5", D, 101, "0.51")
     feeds.execute("DELETE FROM wb_report_lines WHERE cabinet_id = %s", (C,))
     feeds.execute("DELETE FROM ad_campaign_stats WHERE cabinet_id = %s AND nm_id = 555", (C,))
-    recompute_all(warehouse, [(C, D)])
+    stats = recompute_all(warehouse, [(C, D)])
+    assert (stats["rnp_sales"].rows_changed, stats["rnp_sales"].rows_removed) == (1, 0)
+    assert (stats["rnp_ads"].rows_changed, stats["rnp_ads"].rows_removed) == (0, 1)
+    assert stats["rnp_finance"].rows_removed == 3  # 0, 101, 102
     rows = rnp_rows(feeds, "rnp_daily", C, D)
     assert 555 not in rows and 0 not in rows
-    assert rows[101]["payout"] == 0
-    assert rnp_rows(feeds, "rnp_daily", C, PREV)[102]["payout"] == Decimal("900.00")
+    assert (rows[101]["orders_count"], rows[101]["orders_sum"], rows[101]["payout"]) == (4, Decimal("1001.00"), 0)
+    assert rows[103] == first[103]  # untouched: same values, same updated_at
 
 
 def test_days_without_a_table_partition_are_dropped_and_counted(warehouse, feeds):
@@ -185,7 +187,7 @@ def test_days_without_a_table_partition_are_dropped_and_counted(warehouse, feeds
     add_order(feeds, C, "old-1", old_month, 101, "10.00")
     add_order(feeds, C, "old-2", old_month, 102, "20.00")
     stats = recompute_partitions(warehouse, "rnp_sales", [(C, old_month), (C, D)])
-    assert (stats.rows_written, stats.rows_dropped) == (2, 2)
+    assert (stats.rows, stats.rows_dropped) == (2, 2)
     assert stats.days_outside_partitions == {old_month}
     assert stats.metadata()["batch_days_outside_table_partitions"] == [old_month.isoformat()]
     assert rnp_rows(feeds, "rnp_sales", C, D)[101]["orders_count"] == 3

@@ -61,15 +61,40 @@ computed AS (
     GROUP BY cabinet_id, day, coalesce(nm_id, 0)
 ),
 written AS (
-    INSERT INTO rnp_finance (
+    -- Rows whose values changed (or are new); the others are left alone (no new row version).
+    INSERT INTO rnp_finance AS t (
         cabinet_id, day, nm_id, realization, payout, commission, acquiring, logistics, storage, acceptance,
         penalties, other_deductions, finance_lines
     )
-    SELECT c.cabinet_id, c.day, c.nm_id, c.realization, c.payout, c.commission, c.acquiring, c.logistics,
-           c.storage, c.acceptance, c.penalties, c.other_deductions, c.finance_lines
+    SELECT
+        c.cabinet_id, c.day, c.nm_id, c.realization, c.payout, c.commission, c.acquiring, c.logistics,
+        c.storage, c.acceptance, c.penalties, c.other_deductions, c.finance_lines
     FROM computed c JOIN keys k USING (cabinet_id, day)
     WHERE k.covered
+    ON CONFLICT (cabinet_id, day, nm_id) DO UPDATE SET
+        realization = EXCLUDED.realization, payout = EXCLUDED.payout, commission = EXCLUDED.commission,
+        acquiring = EXCLUDED.acquiring, logistics = EXCLUDED.logistics, storage = EXCLUDED.storage,
+        acceptance = EXCLUDED.acceptance, penalties = EXCLUDED.penalties,
+        other_deductions = EXCLUDED.other_deductions, finance_lines = EXCLUDED.finance_lines, updated_at = now()
+    WHERE (
+        t.realization, t.payout, t.commission, t.acquiring, t.logistics, t.storage, t.acceptance, t.penalties,
+        t.other_deductions, t.finance_lines
+    ) IS DISTINCT FROM (
+        EXCLUDED.realization, EXCLUDED.payout, EXCLUDED.commission, EXCLUDED.acquiring, EXCLUDED.logistics,
+        EXCLUDED.storage, EXCLUDED.acceptance, EXCLUDED.penalties, EXCLUDED.other_deductions,
+        EXCLUDED.finance_lines
+    )
+    RETURNING 1
+),
+removed AS (
+    -- Rows of the requested partitions that no longer exist upstream.
+    DELETE FROM rnp_finance AS t
+    USING keys k
+    WHERE t.cabinet_id = k.cabinet_id AND t.day = k.day
+      AND NOT EXISTS (SELECT 1 FROM computed c WHERE (c.cabinet_id, c.day, c.nm_id) = (t.cabinet_id, t.day, t.nm_id))
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM written) AS rows_written,
+SELECT (SELECT count(*) FROM computed c JOIN keys k USING (cabinet_id, day) WHERE k.covered) AS rows_kept,
+       (SELECT count(*) FROM written) AS rows_changed,
+       (SELECT count(*) FROM removed) AS rows_removed,
        (SELECT count(*) FROM computed c JOIN keys k USING (cabinet_id, day) WHERE NOT k.covered) AS rows_dropped

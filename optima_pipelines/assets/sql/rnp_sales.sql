@@ -18,7 +18,8 @@
 --   avg_spp_percent      mean of wb_orders.spp over the day's orders that carry it, 2 decimals
 --
 -- Parameters: the (cabinet, day) pairs to compute, and per pair whether rnp_sales has a partition
--- for the day. Rows of uncovered days are counted (rows_dropped), never written.
+-- for the day. The statement makes the pairs' rows equal to what it computes, touching only rows
+-- that change; rows of uncovered days are counted (rows_dropped), never written.
 WITH keys AS (
     SELECT *
     FROM unnest(%(cabinets)s::text[], %(days)s::date[], %(covered)s::boolean[]) AS k (cabinet_id, day, covered)
@@ -59,15 +60,42 @@ computed AS (
     FROM orders FULL JOIN sales USING (cabinet_id, day, nm_id)
 ),
 written AS (
-    INSERT INTO rnp_sales (
-        cabinet_id, day, nm_id, orders_count, orders_sum, cancellations_count, cancellations_sum,
-        buyouts_count, buyouts_sum, returns_count, returns_sum, avg_order_price, avg_spp_percent
+    -- Rows whose values changed (or are new); the others are left alone (no new row version).
+    INSERT INTO rnp_sales AS t (
+        cabinet_id, day, nm_id, orders_count, orders_sum, cancellations_count, cancellations_sum, buyouts_count,
+        buyouts_sum, returns_count, returns_sum, avg_order_price, avg_spp_percent
     )
-    SELECT c.cabinet_id, c.day, c.nm_id, c.orders_count, c.orders_sum, c.cancellations_count, c.cancellations_sum,
-           c.buyouts_count, c.buyouts_sum, c.returns_count, c.returns_sum, c.avg_order_price, c.avg_spp_percent
+    SELECT
+        c.cabinet_id, c.day, c.nm_id, c.orders_count, c.orders_sum, c.cancellations_count, c.cancellations_sum,
+        c.buyouts_count, c.buyouts_sum, c.returns_count, c.returns_sum, c.avg_order_price, c.avg_spp_percent
     FROM computed c JOIN keys k USING (cabinet_id, day)
     WHERE k.covered
+    ON CONFLICT (cabinet_id, day, nm_id) DO UPDATE SET
+        orders_count = EXCLUDED.orders_count, orders_sum = EXCLUDED.orders_sum,
+        cancellations_count = EXCLUDED.cancellations_count, cancellations_sum = EXCLUDED.cancellations_sum,
+        buyouts_count = EXCLUDED.buyouts_count, buyouts_sum = EXCLUDED.buyouts_sum,
+        returns_count = EXCLUDED.returns_count, returns_sum = EXCLUDED.returns_sum,
+        avg_order_price = EXCLUDED.avg_order_price, avg_spp_percent = EXCLUDED.avg_spp_percent,
+        updated_at = now()
+    WHERE (
+        t.orders_count, t.orders_sum, t.cancellations_count, t.cancellations_sum, t.buyouts_count,
+        t.buyouts_sum, t.returns_count, t.returns_sum, t.avg_order_price, t.avg_spp_percent
+    ) IS DISTINCT FROM (
+        EXCLUDED.orders_count, EXCLUDED.orders_sum, EXCLUDED.cancellations_count, EXCLUDED.cancellations_sum,
+        EXCLUDED.buyouts_count, EXCLUDED.buyouts_sum, EXCLUDED.returns_count, EXCLUDED.returns_sum,
+        EXCLUDED.avg_order_price, EXCLUDED.avg_spp_percent
+    )
+    RETURNING 1
+),
+removed AS (
+    -- Rows of the requested partitions that no longer exist upstream.
+    DELETE FROM rnp_sales AS t
+    USING keys k
+    WHERE t.cabinet_id = k.cabinet_id AND t.day = k.day
+      AND NOT EXISTS (SELECT 1 FROM computed c WHERE (c.cabinet_id, c.day, c.nm_id) = (t.cabinet_id, t.day, t.nm_id))
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM written) AS rows_written,
+SELECT (SELECT count(*) FROM computed c JOIN keys k USING (cabinet_id, day) WHERE k.covered) AS rows_kept,
+       (SELECT count(*) FROM written) AS rows_changed,
+       (SELECT count(*) FROM removed) AS rows_removed,
        (SELECT count(*) FROM computed c JOIN keys k USING (cabinet_id, day) WHERE NOT k.covered) AS rows_dropped

@@ -62,7 +62,7 @@ def upgrade() -> None:
             returns_sum          numeric NOT NULL,
             avg_order_price      numeric,
             avg_spp_percent      numeric,
-            computed_at          timestamptz NOT NULL DEFAULT now(),
+            updated_at           timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (cabinet_id, day, nm_id)
         ) PARTITION BY RANGE (day);
 
@@ -80,7 +80,7 @@ def upgrade() -> None:
             ad_ctr_percent  numeric,
             ad_cpc          numeric,
             ad_cpm          numeric,
-            computed_at     timestamptz NOT NULL DEFAULT now(),
+            updated_at      timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (cabinet_id, day, nm_id)
         ) PARTITION BY RANGE (day);
 
@@ -99,7 +99,7 @@ def upgrade() -> None:
             penalties         numeric NOT NULL,
             other_deductions  numeric NOT NULL,
             finance_lines     bigint NOT NULL,
-            computed_at       timestamptz NOT NULL DEFAULT now(),
+            updated_at        timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (cabinet_id, day, nm_id)
         ) PARTITION BY RANGE (day);
 
@@ -148,7 +148,7 @@ def upgrade() -> None:
             stock_qty                         bigint,
             stock_in_way_to_client            bigint,
             stock_in_way_from_client          bigint,
-            computed_at                       timestamptz NOT NULL DEFAULT now(),
+            updated_at                        timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (cabinet_id, day, nm_id)
         ) PARTITION BY RANGE (day);
         """
