@@ -325,6 +325,7 @@ def run(url: str, days: int, products: int) -> None:
     with connect(url, SCHEMA, autocommit=True) as conn:
         rows = conn.execute("SELECT count(*) FROM rnp_daily").fetchone()[0]  # type: ignore[index]
         sql_totals = conn.execute(TOTALS).fetchone()
+        assert sql_totals is not None
     print(f"  → {rows / total_sql:,.0f} rnp_daily rows/s, {inputs / total_sql:,.0f} input rows/s")
     again = recompute_all(warehouse, pairs, "again, nothing changed (rows are compared, not rewritten)")
     print(f"  → {rows / again:,.0f} rnp_daily rows/s\n")

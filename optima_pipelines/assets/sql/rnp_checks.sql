@@ -1,7 +1,8 @@
 -- The asset checks of rnp_daily: per (cabinet, day), the mart's totals next to the same figures
 -- taken straight from the feeds. The finance attribution is written differently from
--- rnp_finance.sql on purpose (one LEFT JOIN instead of two index paths), so that the check also
--- catches a slip in the rollup, not only rows changed behind its back.
+-- rnp_finance.sql on purpose (the day is coalesce(order's day, line's own day) over every line that
+-- can land on the requested days), so that the check also catches a slip in the rollup, not only
+-- rows changed behind its back.
 WITH keys AS (
     SELECT * FROM unnest(%(cabinets)s::text[], %(days)s::date[]) AS k (cabinet_id, day)
 ),
@@ -22,12 +23,22 @@ ads AS (
     FROM keys k JOIN ad_campaign_stats a ON a.cabinet_id = k.cabinet_id AND a.day = k.day
     GROUP BY a.cabinet_id, a.day
 ),
+candidates AS (
+    -- A line lands on a requested day through its own day or through its order's day.
+    SELECT l.cabinet_id, l.rrd_id
+    FROM keys k JOIN wb_report_lines l ON l.cabinet_id = k.cabinet_id AND l.day = k.day
+    UNION
+    SELECT l.cabinet_id, l.rrd_id
+    FROM keys k
+    JOIN wb_orders o ON o.cabinet_id = k.cabinet_id AND o.day = k.day
+    JOIN wb_report_lines l ON l.cabinet_id = o.cabinet_id AND l.srid = o.srid
+),
 attributed AS (
     SELECT l.cabinet_id, coalesce(o.day, l.day) AS day,
            CASE WHEN l.doc_type_name = 'Возврат' THEN -1 ELSE 1 END * coalesce(l.for_pay, 0) AS for_pay
-    FROM wb_report_lines l
+    FROM candidates c
+    JOIN wb_report_lines l ON l.cabinet_id = c.cabinet_id AND l.rrd_id = c.rrd_id
     LEFT JOIN wb_orders o ON o.cabinet_id = l.cabinet_id AND o.srid = l.srid
-    WHERE l.cabinet_id = ANY(%(cabinets)s::text[])
 ),
 payout AS (
     SELECT a.cabinet_id, a.day, sum(a.for_pay) AS payout
