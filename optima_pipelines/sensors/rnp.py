@@ -77,8 +77,9 @@ FEED_ROLLUP: dict[str, str | None] = {
 }
 #: Events read per feed per tick; the rest wait for the next tick (the cursor says where).
 MAX_EVENTS_PER_FEED = 5000
-#: Partitions (cabinet-days) per run. One cabinet × 90 days × 5,000 products recomputes in a few
-#: seconds (bench/rnp_recompute.py); a bigger rectangle is split so that one run stays bounded.
+#: Partitions (cabinet-days) per run. One cabinet × 90 days × 5,000 products (450,000 rows) takes
+#: about 20 s on the 2-core test machine (bench/rnp_recompute.py); a bigger rectangle is split so
+#: that one run stays bounded.
 MAX_PARTITIONS_PER_RUN = 400
 MERGE_WINDOW_DAYS = 3
 HEAL_DAYS = 90

@@ -69,6 +69,12 @@ def test_an_import_and_a_late_cancellation_through_the_daemon(optima_env, tmp_pa
             if e.dagster_event
         ]
         assert len(checks) == 3 * 30 and all(c.passed for c in checks)
+        ui = dep.graphql(
+            """{ assetNodeOrError(assetKey: {path: ["rnp_daily"]}) { ... on AssetNode {
+                 assetChecksOrError { ... on AssetChecks { checks { name } } } } } }"""
+        )
+        shown = {c["name"] for c in ui["assetNodeOrError"]["assetChecksOrError"]["checks"]}
+        assert shown == {"orders_match_wb_orders", "ad_spend_matches_ad_campaign_stats", "payout_matches_finance_lines"}
 
         # The cancellation of the order placed 20 days ago arrives in an increment.
         before = last_storage_id(dagster_instance)
