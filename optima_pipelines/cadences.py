@@ -90,6 +90,40 @@ def cadences() -> list[Cadence]:
             "active cabinets",
             window_seconds=3 * 3600,
         ),
+        Cadence(
+            "rnp_reaggregate_sensor",
+            "re-aggregate",
+            "rnp_recompute",
+            "events",
+            "every 15 s",
+            "new materializations of the feed assets in the event log (cursor)",
+            interval_seconds=15,
+        ),
+        Cadence(
+            "rnp_merge_sync",
+            "rnp-merge-sync",
+            "rnp_recompute",
+            "cron",
+            "0 6 * * *",
+            "active cabinets: the last 3 days, plus days of the last 90 with orders but no rnp_daily rows",
+        ),
+        Cadence(
+            "partition_manager_weekly",
+            "partition-manager",
+            "partition_manager",
+            "cron",
+            "0 3 * * 1",
+            "the partitioned tables (rnp_daily and its rollups)",
+            timezone="UTC",
+        ),
+        Cadence(
+            "prune_runs_nightly",
+            "maintenance",
+            "prune_runs",
+            "cron",
+            "40 2 * * *",
+            "successful runs older than OPTIMA_RUN_RETENTION_DAYS",
+        ),
     ]
 
 

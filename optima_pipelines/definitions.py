@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 from dagster import BetaWarning, Definitions, EnvVar, in_process_executor
 
@@ -15,6 +16,16 @@ from optima_pipelines.assets.digitization import (
     wb_sales,
 )
 from optima_pipelines.assets.example import cabinet_status_summary
+from optima_pipelines.assets.rnp import (
+    rnp_ads,
+    rnp_daily,
+    rnp_daily_check_job,
+    rnp_daily_checks,
+    rnp_finance,
+    rnp_recompute_job,
+    rnp_sales,
+)
+from optima_pipelines.jobs.partition_manager import partition_manager_job, partition_manager_weekly
 from optima_pipelines.ops.retention import prune_runs_job, prune_runs_schedule
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
@@ -22,6 +33,7 @@ from optima_pipelines.sensors.cabinets import cabinet_partitions_sensor
 from optima_pipelines.sensors.digitization import digitization_backfill_schedule, digitization_increment_sensor
 from optima_pipelines.sensors.queue import account_busy_sensor, dead_run_sensor
 from optima_pipelines.sensors.requests import requests_sensor
+from optima_pipelines.sensors.rnp import rnp_merge_sync, rnp_reaggregate_sensor
 
 # Dagster 1.13 itself passes `owners` when it binds a sensor's jobs, and warns about it on every
 # load of every process; nothing of ours uses owners.
@@ -31,13 +43,24 @@ warnings.filterwarnings("ignore", message="Parameter `owners` of initializer", c
 # cabinet on each line, and never a token.
 logs.install()
 
-ASSETS = [wb_orders, wb_sales, cabinet_status_summary]
-JOBS = [digitization_increment_job, digitization_backfill_job, digitization_import_job, prune_runs_job]
-SCHEDULES = [digitization_backfill_schedule, prune_runs_schedule]
+ASSETS = [wb_orders, wb_sales, rnp_sales, rnp_ads, rnp_finance, rnp_daily, cabinet_status_summary]
+ASSET_CHECKS = [rnp_daily_checks]
+# Asset jobs and op jobs: Dagster's name for the union of the two is not public.
+JOBS: list[Any] = [
+    digitization_increment_job,
+    digitization_backfill_job,
+    digitization_import_job,
+    rnp_recompute_job,
+    rnp_daily_check_job,
+    partition_manager_job,
+    prune_runs_job,
+]
+SCHEDULES = [digitization_backfill_schedule, rnp_merge_sync, partition_manager_weekly, prune_runs_schedule]
 SENSORS = [
     cabinet_partitions_sensor,
     requests_sensor,
     digitization_increment_sensor,
+    rnp_reaggregate_sensor,
     account_busy_sensor,
     dead_run_sensor,
 ]
@@ -52,6 +75,7 @@ RESOURCES = {
 # subprocess would cost another ~1.5 s interpreter start per run (DESIGN.md §4.13).
 defs = Definitions(
     assets=ASSETS,
+    asset_checks=ASSET_CHECKS,
     jobs=JOBS,
     schedules=SCHEDULES,
     sensors=SENSORS,

@@ -68,6 +68,10 @@ ASSET_QUEUES: dict[str, str] = {
     "cabinet_status_summary": "example-jobs",
     "wb_orders": "digitization-sync",
     "wb_sales": "digitization-sync",
+    "rnp_sales": "re-aggregate",
+    "rnp_ads": "re-aggregate",
+    "rnp_finance": "re-aggregate",
+    "rnp_daily": "re-aggregate",
 }
 
 

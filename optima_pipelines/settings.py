@@ -39,6 +39,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "OPTIMA_UI_PASSWORD": "Password of the Dagster UI's HTTP basic auth (with OPTIMA_UI_USER).",
     "OPTIMA_RUN_RETENTION_DAYS": "Successful runs older than this many days are deleted by the nightly "
     "prune_runs maintenance job (failed runs are kept). Default 7.",
+    "OPTIMA_PARTITION_RETENTION_MONTHS": "Months of rnp_daily (and its rollups) kept before the current one: "
+    "the weekly partition-manager drops older table partitions. Default 24, at least 3.",
 }
 
 
@@ -59,6 +61,7 @@ class Settings:
     ui_user: str | None = None
     ui_password: str | None = field(default=None, repr=False)
     run_retention_days: int = 7
+    partition_retention_months: int = 24
 
     @property
     def warehouse_schema(self) -> str:
@@ -115,4 +118,6 @@ def load_settings() -> Settings:
         ui_user=(os.environ.get("OPTIMA_UI_USER") or "").strip() or None,
         ui_password=os.environ.get("OPTIMA_UI_PASSWORD") or None,
         run_retention_days=_int_env("OPTIMA_RUN_RETENTION_DAYS", 7),
+        # At least 3: the nightly merge heals the last 90 days, which must stay partitioned.
+        partition_retention_months=_int_env("OPTIMA_PARTITION_RETENTION_MONTHS", 24, minimum=3),
     )

@@ -36,10 +36,10 @@ from dagster import (
     op,
 )
 
+from optima_pipelines.cadences import cadence
 from optima_pipelines.queues import queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.settings import load_settings
-from optima_pipelines.timeutil import MOSCOW_TZ_NAME
 
 PAGE = 200
 
@@ -144,11 +144,13 @@ def prune_runs_job() -> None:
     prune_runs_op()
 
 
+_NIGHTLY = cadence("prune_runs_nightly")
+
 prune_runs_schedule = ScheduleDefinition(
-    name="prune_runs_nightly",
+    name=_NIGHTLY.name,
     job=prune_runs_job,
-    cron_schedule="40 2 * * *",
-    execution_timezone=MOSCOW_TZ_NAME,
+    cron_schedule=_NIGHTLY.cadence,
+    execution_timezone=_NIGHTLY.timezone,
     default_status=DefaultScheduleStatus.RUNNING,
     description="Nightly run retention (02:40 Moscow, before the 03:00 backfills).",
 )

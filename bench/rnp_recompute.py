@@ -1,0 +1,368 @@
+"""Benchmark: recompute the РНП of one cabinet, 90 days × 5,000 products, in SQL and in pandas.
+
+    python bench/rnp_recompute.py [--days 90] [--products 5000] [--server-url URL]
+
+Generates the cabinet's feeds in a scratch database (dropped at the end), then times what one
+re-aggregation run over the 90-day range does: the three rollups and the merge, set-based SQL in
+PostgreSQL (optima_pipelines.assets.rnp.recompute_partitions, in its transactions of
+PARTITIONS_PER_TRANSACTION days, statistics refreshed first as after any bulk load: the feeds are
+fresh, as after a first import). The baseline, in the same run on the same data: the same rollup
+in pandas (read the feeds with COPY, compute, write the mart back with COPY), money as integer
+kopecks so that it is exact too. The two results' totals are compared before the timings are printed.
+
+The server is --server-url, else OPTIMA_TEST_DATABASE_URL, else an embedded PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import tempfile
+import time
+import uuid
+from datetime import date, timedelta
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import psycopg
+from psycopg import sql
+
+from optima_pipelines.assets.rnp import PARTITIONS_PER_TRANSACTION, TABLES, recompute_partitions
+from optima_pipelines.db.connection import connect
+from optima_pipelines.db.migrate import upgrade
+from optima_pipelines.db.urls import with_database
+from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.timeutil import today_moscow
+
+CABINET = "bench"
+SCHEMA = "optima_bench"
+
+# Deterministic pseudo-random feeds, generated inside PostgreSQL. h(a, b) is a cheap integer hash.
+GENERATE = """
+CREATE FUNCTION pg_temp.h(a bigint, b bigint) RETURNS bigint IMMUTABLE LANGUAGE sql
+AS $$ SELECT abs((a * 2654435761 + b * 40503) %% 1000003) $$;
+
+INSERT INTO wb_orders (cabinet_id, srid, day, date, last_change_date, nm_id, total_price, price_with_disc,
+                       finished_price, spp, is_cancel)
+SELECT %(cabinet)s, 'o' || n || '.' || p || '.' || k, %(first)s::date + n,
+       (%(first)s::date + n + time '12:00') AT TIME ZONE 'Europe/Moscow', now(), p,
+       2 * (500 + p %% 97 * 10 + k * 0.37), 500 + p %% 97 * 10 + k * 0.37, 400 + p %% 97 * 10,
+       pg_temp.h(p, n) %% 30, pg_temp.h(p + k, n) %% 10 = 0
+FROM generate_series(0, %(days)s - 1) AS n, generate_series(1, %(products)s) AS p,
+     LATERAL generate_series(1, (pg_temp.h(p, n) %% 4)::int) AS k;
+
+INSERT INTO wb_sales (cabinet_id, sale_id, srid, day, date, last_change_date, is_return, nm_id, price_with_disc,
+                      for_pay, finished_price)
+SELECT cabinet_id, CASE WHEN pg_temp.h(nm_id, length(srid)) %% 20 = 1 THEN 'R' ELSE 'S' END || srid, srid,
+       least(day + 2, %(last)s::date), date + interval '2 days', now(),
+       pg_temp.h(nm_id, length(srid)) %% 20 = 1, nm_id, price_with_disc, price_with_disc * 0.8, finished_price
+FROM wb_orders
+WHERE cabinet_id = %(cabinet)s AND NOT is_cancel AND pg_temp.h(nm_id, length(srid)) %% 3 <> 0;
+
+INSERT INTO ad_campaign_stats (cabinet_id, advert_id, day, app_type, nm_id, is_associated, views, clicks, atbs,
+                               orders, sum, sum_price)
+SELECT %(cabinet)s, 1000 + p %% 50, %(first)s::date + n, app, p, p %% 15 = 0, 100 + pg_temp.h(p, n) %% 900,
+       pg_temp.h(p, n + app) %% 40, pg_temp.h(p, n) %% 5, pg_temp.h(p, n) %% 3,
+       round((pg_temp.h(p, n + app) %% 40) * 7.35 + 0.11, 2), (pg_temp.h(p, n) %% 3) * 612.5
+FROM generate_series(0, %(days)s - 1) AS n, generate_series(1, %(products)s) AS p, unnest(ARRAY[1, 32, 64]) AS app
+WHERE p %% 5 = 0;
+
+INSERT INTO wb_report_lines (cabinet_id, rrd_id, day, rr_date, nm_id, srid, doc_type_name, retail_amount, for_pay,
+                             vw, vw_nds, acquiring_fee, delivery_service)
+SELECT cabinet_id, 2 * row_number() OVER (), least(day + 7, %(last)s::date), least(day + 7, %(last)s::date), nm_id,
+       srid, CASE WHEN is_return THEN 'Возврат' ELSE 'Продажа' END, price_with_disc, round(price_with_disc * 0.8, 2),
+       round(price_with_disc * 0.12, 2), round(price_with_disc * 0.024, 2), round(price_with_disc * 0.015, 2), 0
+FROM wb_sales WHERE cabinet_id = %(cabinet)s;
+INSERT INTO wb_report_lines (cabinet_id, rrd_id, day, rr_date, nm_id, srid, doc_type_name, delivery_service)
+SELECT cabinet_id, rrd_id + 1, day, day, nm_id, srid, '', 50 + nm_id %% 30
+FROM wb_report_lines WHERE cabinet_id = %(cabinet)s;
+INSERT INTO wb_report_lines (cabinet_id, rrd_id, day, rr_date, nm_id, paid_storage, penalty)
+SELECT %(cabinet)s, 100000000 + n, %(first)s::date + n, %(first)s::date + n, 0, 1234.56 + n, n %% 7 * 100
+FROM generate_series(0, %(days)s - 1) AS n;
+
+INSERT INTO rnp_funnel_stats (cabinet_id, day, nm_id, open_count, cart_count, order_count, add_to_cart_conversion,
+                              cart_to_order_conversion, buyout_percent)
+SELECT %(cabinet)s, %(first)s::date + n, p, pg_temp.h(p, n) %% 500, pg_temp.h(p, n) %% 50, pg_temp.h(p, n) %% 4,
+       pg_temp.h(p, n) %% 20, pg_temp.h(p, n + 1) %% 60, pg_temp.h(p, n + 2) %% 100
+FROM generate_series(0, %(days)s - 1) AS n, generate_series(1, %(products)s) AS p;
+
+INSERT INTO stocks (cabinet_id, day, nm_id, chrt_id, warehouse_id, quantity, in_way_to_client, in_way_from_client,
+                    snapshot_at)
+SELECT %(cabinet)s, %(first)s::date + n, p, p * 10, 507, pg_temp.h(p, n) %% 200, pg_temp.h(p, n) %% 5,
+       pg_temp.h(p, n) %% 3, now()
+FROM generate_series(0, %(days)s - 1) AS n, generate_series(1, %(products)s) AS p;
+"""
+
+TOTALS = "SELECT count(*), sum(orders_sum), sum(payout), sum(ad_spend), sum(stock_qty) FROM rnp_daily"
+FEEDS = ("wb_orders", "wb_sales", "ad_campaign_stats", "wb_report_lines", "rnp_funnel_stats", "stocks")
+
+
+def read_frame(conn: psycopg.Connection, query: str, params: dict) -> pd.DataFrame:
+    """A query's rows through COPY (the fast way into pandas)."""
+    buffer = io.BytesIO()
+    statement = sql.SQL("COPY ({}) TO STDOUT WITH (FORMAT csv, HEADER)").format(
+        sql.SQL(query).format(**{k: sql.Literal(v) for k, v in params.items()})
+    )
+    with conn.cursor() as cur, cur.copy(statement) as copy:
+        for chunk in copy:
+            buffer.write(chunk)
+    buffer.seek(0)
+    return pd.read_csv(buffer, true_values=["t"], false_values=["f"])
+
+
+def recompute_all(warehouse: Warehouse, pairs: list[tuple[str, date]], label: str) -> float:
+    print(f"  {label}:")
+    total = 0.0
+    for table in TABLES:
+        t = time.perf_counter()
+        stats = recompute_partitions(warehouse, table, pairs)
+        took = time.perf_counter() - t
+        total += took
+        print(f"    {table:<12} {took:6.2f} s  {stats.rows:>9,} rows, {stats.rows_changed:>9,} written")
+    print(f"    total        {total:6.2f} s")
+    return total
+
+
+def pandas_rollup(conn: psycopg.Connection, first: date, last: date) -> tuple[pd.DataFrame, dict[str, float]]:
+    """The same rollups and merge as assets/sql/rnp_*.sql, in pandas. Money in integer kopecks."""
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    p = {"c": CABINET, "f": first, "l": last}
+    orders = read_frame(
+        conn,
+        "SELECT day, nm_id, srid, (price_with_disc * 100)::bigint AS price, spp, is_cancel FROM wb_orders "
+        "WHERE cabinet_id = {c} AND day BETWEEN {f} AND {l}",
+        p,
+    )
+    sales = read_frame(
+        conn,
+        "SELECT day, nm_id, is_return, (abs(price_with_disc) * 100)::bigint AS price FROM wb_sales "
+        "WHERE cabinet_id = {c} AND day BETWEEN {f} AND {l}",
+        p,
+    )
+    ads = read_frame(
+        conn,
+        "SELECT day, nm_id, views, clicks, atbs, orders, (sum * 100)::bigint AS spend, "
+        "(sum_price * 100)::bigint AS sum_price FROM ad_campaign_stats WHERE cabinet_id = {c} AND day BETWEEN {f} AND {l}",
+        p,
+    )
+    lines = read_frame(
+        conn,
+        "SELECT day, nm_id, srid, doc_type_name, (coalesce(retail_amount, 0) * 100)::bigint AS retail, "
+        "(coalesce(for_pay, 0) * 100)::bigint AS for_pay, ((coalesce(vw, 0) + coalesce(vw_nds, 0)) * 100)::bigint AS vw, "
+        "(coalesce(acquiring_fee, 0) * 100)::bigint AS acq, (coalesce(delivery_service, 0) * 100)::bigint AS logistics, "
+        "(coalesce(paid_storage, 0) * 100)::bigint AS storage, (coalesce(paid_acceptance, 0) * 100)::bigint AS acceptance, "
+        "(coalesce(penalty, 0) * 100)::bigint AS penalty, (coalesce(deduction, 0) * 100)::bigint AS deduction "
+        "FROM wb_report_lines WHERE cabinet_id = {c}",
+        p,
+    )
+    all_orders = read_frame(conn, "SELECT srid, day AS order_day FROM wb_orders WHERE cabinet_id = {c}", p)
+    funnel = read_frame(
+        conn,
+        "SELECT day, nm_id, open_count, cart_count, add_to_cart_conversion, cart_to_order_conversion, buyout_percent "
+        "FROM rnp_funnel_stats WHERE cabinet_id = {c} AND day BETWEEN {f} AND {l}",
+        p,
+    )
+    stock = read_frame(
+        conn,
+        "SELECT day, nm_id, quantity, in_way_to_client, in_way_from_client FROM stocks "
+        "WHERE cabinet_id = {c} AND day BETWEEN {f} AND {l}",
+        p,
+    )
+    timings["read"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    key = ["day", "nm_id"]
+    orders["cancel_price"] = orders["price"].where(orders["is_cancel"], 0)
+    o = orders.groupby(key).agg(
+        orders_count=("price", "size"),
+        orders_sum=("price", "sum"),
+        cancellations_count=("is_cancel", "sum"),
+        cancellations_sum=("cancel_price", "sum"),
+        avg_spp_percent=("spp", "mean"),
+    )
+    sales["buy"] = ~sales["is_return"]
+    sales["buy_price"] = sales["price"].where(sales["buy"], 0)
+    sales["ret_price"] = sales["price"].where(sales["is_return"], 0)
+    s = sales.groupby(key).agg(
+        buyouts_count=("buy", "sum"),
+        buyouts_sum=("buy_price", "sum"),
+        returns_count=("is_return", "sum"),
+        returns_sum=("ret_price", "sum"),
+    )
+    a = ads.groupby(key).agg(
+        ad_views=("views", "sum"),
+        ad_clicks=("clicks", "sum"),
+        ad_spend=("spend", "sum"),
+        ad_carts=("atbs", "sum"),
+        ad_orders=("orders", "sum"),
+        ad_orders_sum=("sum_price", "sum"),
+    )
+    attributed = lines.merge(all_orders, on="srid", how="left")
+    attributed["day"] = attributed["order_day"].fillna(attributed["day"])
+    attributed = attributed[(attributed["day"] >= str(first)) & (attributed["day"] <= str(last))]
+    sign = np.where(attributed["doc_type_name"] == "Возврат", -1, 1)
+    for column in ("retail", "for_pay", "vw", "acq"):
+        attributed[column] = attributed[column] * sign
+    attributed["nm_id"] = attributed["nm_id"].fillna(0).astype("int64")
+    f = attributed.groupby(key).agg(
+        realization=("retail", "sum"),
+        payout=("for_pay", "sum"),
+        commission=("vw", "sum"),
+        acquiring=("acq", "sum"),
+        logistics=("logistics", "sum"),
+        storage=("storage", "sum"),
+        acceptance=("acceptance", "sum"),
+        penalties=("penalty", "sum"),
+        other_deductions=("deduction", "sum"),
+    )
+    st = stock.groupby(key).agg(
+        stock_qty=("quantity", "sum"),
+        stock_in_way_to_client=("in_way_to_client", "sum"),
+        stock_in_way_from_client=("in_way_from_client", "sum"),
+    )
+    mart = o.join([s, a, f, funnel.set_index(key), st], how="outer")
+    has_ads = mart["ad_views"].notna()  # before the fill: a product-day without ad statistics has no ДРР
+    additive = [*o.columns.drop("avg_spp_percent"), *s.columns, *a.columns, *f.columns]
+    mart[additive] = mart[additive].fillna(0).astype("int64")
+    snapshots = ["open_count", "cart_count", *st.columns]  # unknown stays unknown (NULL)
+    mart[snapshots] = mart[snapshots].astype("Int64")
+    mart["avg_order_price"] = (mart["orders_sum"] / mart["orders_count"].replace(0, np.nan) / 100).round(2)
+    mart["avg_spp_percent"] = mart["avg_spp_percent"].round(2)
+    mart["ad_ctr_percent"] = (100 * mart["ad_clicks"] / mart["ad_views"].replace(0, np.nan)).round(2)
+    mart["ad_cpc"] = (mart["ad_spend"] / mart["ad_clicks"].replace(0, np.nan) / 100).round(2)
+    mart["ad_cpm"] = (10 * mart["ad_spend"] / mart["ad_views"].replace(0, np.nan)).round(2)
+    drr = 100 * mart["ad_spend"].where(has_ads)
+    mart["drr_of_orders_sum_percent"] = (drr / mart["orders_sum"].replace(0, np.nan)).round(2)
+    mart["drr_of_ad_orders_sum_percent"] = (drr / mart["ad_orders_sum"].replace(0, np.nan)).round(2)
+    mart = mart.reset_index()
+    timings["compute"] = time.perf_counter() - t
+    return mart, timings
+
+
+def write_frame(conn: psycopg.Connection, mart: pd.DataFrame, first: date, last: date) -> float:
+    """Replace the cabinet's rnp_daily rows of the range with the pandas mart (DELETE + COPY, one
+    transaction), as a pandas job would write it."""
+    t = time.perf_counter()
+    with conn.transaction():
+        conn.execute("DELETE FROM rnp_daily WHERE cabinet_id = %s AND day BETWEEN %s AND %s", (CABINET, first, last))
+        money = [
+            "orders_sum", "cancellations_sum", "buyouts_sum", "returns_sum", "ad_spend", "ad_orders_sum",
+            "realization", "payout", "commission", "acquiring", "logistics", "storage", "acceptance", "penalties",
+            "other_deductions",
+        ]  # fmt: skip
+        out = mart.assign(cabinet_id=CABINET, **{m: mart[m] / 100 for m in money})
+        out = out.rename(
+            columns={
+                "open_count": "card_opens",
+                "cart_count": "add_to_cart",
+                "add_to_cart_conversion": "add_to_cart_conversion_percent",
+                "cart_to_order_conversion": "cart_to_order_conversion_percent",
+                "buyout_percent": "funnel_buyout_percent",
+            }
+        )
+        columns = list(out.columns)
+        buffer = out[columns].to_csv(index=False, header=False)
+        with conn.cursor() as cur:
+            statement = sql.SQL("COPY rnp_daily ({}) FROM STDIN WITH (FORMAT csv)").format(
+                sql.SQL(", ").join(map(sql.Identifier, columns))
+            )
+            with cur.copy(statement) as copy:
+                copy.write(buffer)
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--days", type=int, default=90)
+    parser.add_argument("--products", type=int, default=5000)
+    parser.add_argument("--server-url", default=os.environ.get("OPTIMA_TEST_DATABASE_URL"))
+    args = parser.parse_args()
+
+    server = args.server_url
+    if not server:
+        from optima_pipelines.db.embedded import start_embedded
+
+        server = start_embedded(Path(tempfile.mkdtemp(prefix="rnp-bench-")))
+    name = f"rnp_bench_{uuid.uuid4().hex[:8]}"
+    with connect(server, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = with_database(server, name)
+    try:
+        run(url, args.days, args.products)
+    finally:
+        with connect(server, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def run(url: str, days: int, products: int) -> None:
+    upgrade(url, SCHEMA)
+    last = today_moscow()
+    first = last - timedelta(days=days - 1)
+    with connect(url, SCHEMA, autocommit=True) as conn:
+        t = time.perf_counter()
+        # Several statements with parameters: bound on the client.
+        with psycopg.ClientCursor(conn) as cur:
+            cur.execute(
+                GENERATE, {"cabinet": CABINET, "first": first, "last": last, "days": days, "products": products}
+            )
+        counts = {
+            f: conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(f))).fetchone()[0]  # type: ignore[index]
+            for f in FEEDS
+        }
+        generated = time.perf_counter() - t
+    inputs = sum(counts.values())
+    print(f"rnp_recompute: 1 cabinet × {days} days × {products} products (PostgreSQL {server_version(url)})")
+    print(f"  feeds generated in {generated:.1f} s: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+    print(f"  {inputs:,} input rows\n")
+
+    warehouse = Warehouse(database_url=url, env=SCHEMA.removeprefix("optima_"))
+    pairs = [(CABINET, first + timedelta(days=n)) for n in range(days)]
+    print(f"SQL in PostgreSQL (one run over the range; {PARTITIONS_PER_TRANSACTION} days per transaction):")
+    total_sql = recompute_all(warehouse, pairs, "first fill")
+    with connect(url, SCHEMA, autocommit=True) as conn:
+        rows = conn.execute("SELECT count(*) FROM rnp_daily").fetchone()[0]  # type: ignore[index]
+        sql_totals = conn.execute(TOTALS).fetchone()
+        assert sql_totals is not None
+    print(f"  → {rows / total_sql:,.0f} rnp_daily rows/s, {inputs / total_sql:,.0f} input rows/s")
+    again = recompute_all(warehouse, pairs, "again, nothing changed (rows are compared, not rewritten)")
+    print(f"  → {rows / again:,.0f} rnp_daily rows/s\n")
+    with connect(url, SCHEMA, autocommit=True) as conn:
+        print("pandas baseline (COPY out, groupby/merge with money in kopecks, replace rnp_daily's rows by COPY):")
+        mart, timings = pandas_rollup(conn, first, last)
+        timings["write"] = write_frame(conn, mart, first, last)
+        compare(conn, sql_totals)
+        total_pd = sum(timings.values())
+        for step, took in timings.items():
+            print(f"  {step:<12} {took:6.2f} s")
+        print(
+            f"  total        {total_pd:6.2f} s  → {len(mart) / total_pd:,.0f} rows/s, {inputs / total_pd:,.0f} input rows/s\n"
+        )
+    print(
+        f"one cabinet, {days} days × {products} products: SQL first fill {total_sql:.2f} s, "
+        f"SQL again {again:.2f} s; pandas {total_pd:.2f} s ({total_pd / total_sql:.2f}× the SQL first fill)"
+    )
+
+
+def compare(conn: psycopg.Connection, sql_totals: tuple) -> None:
+    """The mart pandas wrote must equal the one SQL wrote, in rows and totals to the kopeck."""
+    pd_totals = conn.execute(TOTALS).fetchone()
+    if pd_totals != sql_totals:
+        raise SystemExit(
+            f"pandas and SQL disagree (rows, orders_sum, payout, ad_spend, stock): {pd_totals} != {sql_totals}"
+        )
+    rows, orders_sum, payout, ad_spend, _ = sql_totals
+    print(
+        f"  results agree: {rows:,} rows, orders_sum {orders_sum:,.2f}, payout {payout:,.2f}, ad_spend {ad_spend:,.2f}"
+    )
+
+
+def server_version(url: str) -> str:
+    with connect(url, autocommit=True) as conn:
+        return str(conn.execute("SHOW server_version").fetchone()[0]).split()[0]  # type: ignore[index]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,382 @@
+"""РНП ("рука на пульсе", hand on the pulse): the daily mart ``rnp_daily`` and its three rollups.
+
+One row per cabinet × Moscow day × product. Each domain is rolled up on its own from its WB feed
+(``rnp_sales`` from orders and sales, ``rnp_ads`` from ad statistics, ``rnp_finance`` from the
+realization report), and ``rnp_daily`` merges the three with the funnel and the day's stock. These
+assets are the only writers of the four tables. Every recompute is set-based SQL in PostgreSQL
+(``sql/rnp_*.sql``, where each column's definition sits next to the statement that computes it)
+and makes the rows of its (cabinet, day) partitions equal to what the feeds say, in one
+transaction: rows that changed are rewritten, the others left alone, so running it again changes
+nothing (and the 5-minute ads sync does not rewrite every product of the day).
+
+Runs come from three places: the re-aggregation sensor (sensors/rnp.py) when a feed partition
+changes, the nightly rnp-merge-sync (cadences.py), and people (the UI, backfills, the CLI). A run
+may cover a rectangle of cabinets × consecutive days (a partition range): the SQL takes all its
+(cabinet, day) pairs at once, in bounded transactions.
+"""
+
+# No `from __future__ import annotations`: Dagster checks the context annotations at definition time.
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckExecutionContext,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetKey,
+    AssetSelection,
+    BackfillPolicy,
+    Backoff,
+    MaterializeResult,
+    RetryPolicy,
+    asset,
+    define_asset_job,
+    in_process_executor,
+    multi_asset_check,
+)
+from psycopg import sql
+
+from optima_pipelines.jobs.partition_manager import covered_days, list_partitions
+from optima_pipelines.partitions import CABINET_DAY, cabinet_day_key, parse_cabinet_day_key
+from optima_pipelines.resources.warehouse import Warehouse
+
+ROLLUPS = ("rnp_sales", "rnp_ads", "rnp_finance")
+MART = "rnp_daily"
+#: In the order a recompute of all domains runs them: the merge reads the rollups.
+TABLES = (*ROLLUPS, MART)
+
+SQL_DIR = Path(__file__).parent / "sql"
+#: Partitions (cabinet-days) replaced per transaction: bounds the lock time and the transaction's size
+#: when one run covers months of a cabinet or a day of many cabinets.
+PARTITIONS_PER_TRANSACTION = 62
+#: The feed tables each statement reads (the rollups it reads are written just before, by the run).
+INPUTS: dict[str, tuple[str, ...]] = {
+    "rnp_sales": ("wb_orders", "wb_sales"),
+    "rnp_ads": ("ad_campaign_stats",),
+    "rnp_finance": ("wb_report_lines", "wb_orders"),
+    "rnp_daily": ("rnp_funnel_stats", "stocks"),
+}
+#: First key of the two-key advisory locks that serialise writers of one cabinet's РНП.
+_LOCK_NAMESPACE = 0x524E50  # "RNP"
+
+#: The original re-aggregate queue: 3 attempts with backoff. Failures here are database trouble
+#: (the SQL has no other inputs), which is what a retry can fix.
+RECOMPUTE_RETRY = RetryPolicy(max_retries=2, delay=1, backoff=Backoff.EXPONENTIAL)
+
+
+@cache
+def statement(name: str) -> str:
+    return (SQL_DIR / f"{name}.sql").read_text()
+
+
+@dataclass
+class RecomputeStats:
+    table: str
+    partitions: int = 0
+    #: Rows the partitions hold now.
+    rows: int = 0
+    #: Of those, rows inserted or whose values changed (the others were left as they were).
+    rows_changed: int = 0
+    #: Rows deleted because nothing upstream produces them any more.
+    rows_removed: int = 0
+    #: Rows computed for days that have no table partition: dropped, by design (partition-manager).
+    rows_dropped: int = 0
+    days_outside_partitions: set[date] = field(default_factory=set)
+
+    def add(self, other: "RecomputeStats") -> None:
+        self.partitions += other.partitions
+        self.rows += other.rows
+        self.rows_changed += other.rows_changed
+        self.rows_removed += other.rows_removed
+        self.rows_dropped += other.rows_dropped
+        self.days_outside_partitions |= other.days_outside_partitions
+
+    def metadata(self) -> dict[str, Any]:
+        # A ranged run reports one result for all its partitions, hence "batch_".
+        return {
+            "batch_partitions": self.partitions,
+            "batch_rows": self.rows,
+            "batch_rows_changed": self.rows_changed,
+            "batch_rows_removed": self.rows_removed,
+            "batch_rows_dropped_outside_table_partitions": self.rows_dropped,
+            "batch_days_outside_table_partitions": sorted(d.isoformat() for d in self.days_outside_partitions),
+        }
+
+
+def _lock_cabinets(conn: psycopg.Connection, cabinets: Sequence[str]) -> None:
+    # Two runs may recompute the same (cabinet, day) at once (the sensor and the nightly merge): the
+    # second must compute after the first has committed, or both insert the same new row and one
+    # fails on the primary key. Locks are taken in sorted order, so runs over several cabinets
+    # cannot deadlock.
+    conn.execute(
+        """
+        SELECT count(pg_advisory_xact_lock(%s, hashtext(c)))
+        FROM (SELECT DISTINCT c FROM unnest(%s::text[]) AS c ORDER BY c) AS s
+        """,
+        (_LOCK_NAMESPACE, list(cabinets)),
+    )
+
+
+def recompute(conn: psycopg.Connection, table: str, pairs: Sequence[tuple[str, date]]) -> RecomputeStats:
+    """Make ``table``'s rows of these (cabinet, day) pairs what the feeds say, inside the caller's
+    transaction: changed rows are updated, new ones inserted, vanished ones deleted."""
+    pairs = sorted(set(pairs))
+    stats = RecomputeStats(table=table, partitions=len(pairs))
+    if not pairs:
+        return stats
+    cabinets = [c for c, _ in pairs]
+    days = [d for _, d in pairs]
+    _lock_cabinets(conn, cabinets)
+    # Creating or dropping a partition locks the whole table: holding this lock until commit keeps
+    # the partitions read below the ones the statement writes into.
+    conn.execute(sql.SQL("LOCK TABLE {} IN ROW EXCLUSIVE MODE").format(sql.Identifier(table)))
+    covered = covered_days(list_partitions(conn, table), days)
+    row = conn.execute(statement(table), {"cabinets": cabinets, "days": days, "covered": covered}).fetchone()
+    assert row is not None
+    stats.rows, stats.rows_changed, stats.rows_removed, stats.rows_dropped = (int(v) for v in row)
+    stats.days_outside_partitions = {d for d, ok in zip(days, covered, strict=True) if not ok}
+    return stats
+
+
+def refresh_statistics(conn: psycopg.Connection, tables: Sequence[str]) -> list[str]:
+    """ANALYZE the tables that were never analyzed or changed by more than half since.
+
+    Right after a bulk load (a new deployment's or a new cabinet's first import, which is exactly
+    when its РНП is recomputed) autovacuum may not have run yet. Without statistics the planner
+    takes the feed tables for tiny and joins report lines to orders by scanning the cabinet's
+    lines once per order: minutes instead of a second (bench/rnp_recompute.py shows both)."""
+    stale = [
+        name
+        for (name,) in conn.execute(
+            """
+            SELECT relname FROM pg_stat_user_tables
+            WHERE schemaname = current_schema() AND relname = ANY(%s) AND n_live_tup > 0
+              AND (coalesce(last_analyze, last_autoanalyze) IS NULL OR n_mod_since_analyze > n_live_tup / 2)
+            """,
+            (list(tables),),
+        ).fetchall()
+    ]
+    for name in stale:
+        conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(name)))
+    return stale
+
+
+def recompute_partitions(warehouse: Warehouse, table: str, pairs: Sequence[tuple[str, date]]) -> RecomputeStats:
+    """Recompute ``table`` for these (cabinet, day) pairs, PARTITIONS_PER_TRANSACTION at a time."""
+    ordered = sorted(set(pairs))
+    total = RecomputeStats(table=table)
+    with warehouse.connect() as conn:
+        with conn.transaction():
+            refresh_statistics(conn, INPUTS[table])
+        for i in range(0, len(ordered), PARTITIONS_PER_TRANSACTION):
+            with conn.transaction():
+                total.add(recompute(conn, table, ordered[i : i + PARTITIONS_PER_TRANSACTION]))
+    return total
+
+
+def _run_pairs(context: AssetExecutionContext | AssetCheckExecutionContext) -> list[tuple[str, date]]:
+    return [parse_cabinet_day_key(str(key)) for key in context.partition_keys]
+
+
+def _materialize(context: AssetExecutionContext, warehouse: Warehouse, table: str) -> MaterializeResult:
+    stats = recompute_partitions(warehouse, table, _run_pairs(context))
+    if stats.rows_dropped:
+        context.log.warning(
+            f"{table}: {stats.rows_dropped} rows of {len(stats.days_outside_partitions)} days without a table "
+            f"partition were dropped (days {', '.join(sorted(d.isoformat() for d in stats.days_outside_partitions))}); "
+            "the partition-manager keeps OPTIMA_PARTITION_RETENTION_MONTHS of history"
+        )
+    return MaterializeResult(metadata=stats.metadata())
+
+
+@asset(
+    deps=["wb_orders", "wb_sales"],
+    partitions_def=CABINET_DAY,
+    backfill_policy=BackfillPolicy.single_run(),
+    retry_policy=RECOMPUTE_RETRY,
+    group_name="rnp",
+    kinds={"postgres"},
+)
+def rnp_sales(context: AssetExecutionContext, warehouse: Warehouse) -> MaterializeResult:
+    """РНП sales per cabinet, Moscow day and product: orders (count, sum, cancellations) on the day
+    the order was placed, buyouts and returns on the day of the sale or return, average order price
+    and SPP. Definitions: assets/sql/rnp_sales.sql and the README."""
+    return _materialize(context, warehouse, "rnp_sales")
+
+
+@asset(
+    deps=["ad_campaign_stats"],
+    partitions_def=CABINET_DAY,
+    backfill_policy=BackfillPolicy.single_run(),
+    retry_policy=RECOMPUTE_RETRY,
+    group_name="rnp",
+    kinds={"postgres"},
+)
+def rnp_ads(context: AssetExecutionContext, warehouse: Warehouse) -> MaterializeResult:
+    """РНП advertising per cabinet, Moscow day and product: views, clicks, spend, carts and orders
+    from ads over every campaign and app, with CTR, CPC and CPM. Definitions: assets/sql/rnp_ads.sql."""
+    return _materialize(context, warehouse, "rnp_ads")
+
+
+@asset(
+    # wb_orders: a report line belongs to the day of its source order.
+    deps=["wb_report_lines", "wb_orders"],
+    partitions_def=CABINET_DAY,
+    backfill_policy=BackfillPolicy.single_run(),
+    retry_policy=RECOMPUTE_RETRY,
+    group_name="rnp",
+    kinds={"postgres"},
+)
+def rnp_finance(context: AssetExecutionContext, warehouse: Warehouse) -> MaterializeResult:
+    """РНП finance per cabinet, Moscow day of the source order and product: realization, payout,
+    commission, acquiring, logistics, storage, acceptance, penalties and other deductions from WB's
+    realization report. Definitions: assets/sql/rnp_finance.sql."""
+    return _materialize(context, warehouse, "rnp_finance")
+
+
+@asset(
+    deps=["rnp_sales", "rnp_ads", "rnp_finance", "rnp_funnel_stats", "stocks"],
+    partitions_def=CABINET_DAY,
+    backfill_policy=BackfillPolicy.single_run(),
+    retry_policy=RECOMPUTE_RETRY,
+    group_name="rnp",
+    kinds={"postgres"},
+)
+def rnp_daily(context: AssetExecutionContext, warehouse: Warehouse) -> MaterializeResult:
+    """The РНП mart: one row per cabinet × Moscow day × product with sales, ads (and ДРР), finance,
+    the funnel (card opens, add-to-cart, conversions) and the end-of-day stock. What the product's
+    РНП screens read. Definitions: assets/sql/rnp_daily.sql and the README's "Data: rnp_daily"."""
+    return _materialize(context, warehouse, "rnp_daily")
+
+
+# --- asset checks ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    check_name: str
+    cabinet_id: str
+    day: date
+    passed: bool
+    description: str
+    metadata: dict[str, Any]
+
+
+#: check name → (metrics compared, the source named in messages)
+CHECK_METRICS: dict[str, tuple[tuple[str, ...], str]] = {
+    "orders_match_wb_orders": (("orders_count", "orders_sum"), "wb_orders"),
+    "ad_spend_matches_ad_campaign_stats": (("ad_spend",), "ad_campaign_stats"),
+    "payout_matches_finance_lines": (("payout",), "wb_report_lines"),
+}
+_METRIC_COLUMNS = ("orders_count", "orders_sum", "ad_spend", "payout")
+
+
+def compare_with_feeds(conn: psycopg.Connection, pairs: Sequence[tuple[str, date]]) -> list[tuple]:
+    """Per pair: cabinet, day, then (rnp_daily, feed) for orders_count, orders_sum, ad_spend, payout."""
+    ordered = sorted(set(pairs))
+    return conn.execute(
+        statement("rnp_checks"), {"cabinets": [c for c, _ in ordered], "days": [d for _, d in ordered]}
+    ).fetchall()
+
+
+def evaluate_checks(rows: Sequence[tuple], check_names: Sequence[str]) -> list[CheckOutcome]:
+    """The outcome of each check for each compared row (as returned by compare_with_feeds)."""
+    outcomes = []
+    for row in rows:
+        cabinet_id, day = row[0], row[1]
+        pairs = dict(zip(_METRIC_COLUMNS, zip(row[2::2], row[3::2], strict=True), strict=True))
+        for name in check_names:
+            metrics, source = CHECK_METRICS[name]
+            mismatches = [m for m in metrics if Decimal(pairs[m][0]) != Decimal(pairs[m][1])]
+            metadata: dict[str, Any] = {"cabinet": cabinet_id, "day": day.isoformat()}
+            for m in metrics:
+                metadata[f"{m}_rnp_daily"] = str(pairs[m][0])
+                metadata[f"{m}_{source}"] = str(pairs[m][1])
+            if mismatches:
+                description = (
+                    "; ".join(f"{m}: rnp_daily has {pairs[m][0]}, {source} has {pairs[m][1]}" for m in mismatches)
+                    + f" (cabinet {cabinet_id}, day {day.isoformat()})"
+                )
+            else:
+                description = ", ".join(f"{m} {pairs[m][0]}" for m in metrics) + f" match {source}"
+            outcomes.append(CheckOutcome(name, cabinet_id, day, not mismatches, description, metadata))
+    return outcomes
+
+
+@multi_asset_check(
+    name="rnp_daily_checks",
+    specs=[
+        AssetCheckSpec(
+            "orders_match_wb_orders",
+            asset=MART,
+            partitions_def=CABINET_DAY,
+            description="Orders count and sum of the day equal wb_orders for that cabinet and day.",
+        ),
+        AssetCheckSpec(
+            "ad_spend_matches_ad_campaign_stats",
+            asset=MART,
+            partitions_def=CABINET_DAY,
+            description="Ad spend of the day equals the sum of ad_campaign_stats for that cabinet and day.",
+        ),
+        AssetCheckSpec(
+            "payout_matches_finance_lines",
+            asset=MART,
+            partitions_def=CABINET_DAY,
+            description="Payout of the day equals the signed for_pay of the report lines attributed to it "
+            "(source order's day, else the line's own day).",
+        ),
+    ],
+    can_subset=True,
+)
+def rnp_daily_checks(context: AssetCheckExecutionContext, warehouse: Warehouse) -> Iterator[AssetCheckEvaluation]:
+    """One result per check and rnp_daily partition of the run (a ranged run checks each of its days)."""
+    pairs = _run_pairs(context)
+    with warehouse.connect() as conn:
+        covered = covered_days(list_partitions(conn, MART), [d for _, d in pairs])
+        checked = [p for p, ok in zip(pairs, covered, strict=True) if ok]
+        rows = compare_with_feeds(conn, checked)
+    if len(checked) < len(pairs):
+        # Their rows were dropped by design; comparing them with the feeds would only ever fail.
+        context.log.info(f"{len(pairs) - len(checked)} partitions have no rnp_daily table partition: not checked")
+    names = sorted(k.name for k in context.selected_asset_check_keys)
+    for outcome in evaluate_checks(rows, names):
+        yield AssetCheckEvaluation(
+            asset_key=AssetKey(MART),
+            check_name=outcome.check_name,
+            passed=outcome.passed,
+            severity=AssetCheckSeverity.ERROR,
+            description=outcome.description,
+            metadata=outcome.metadata,
+            partition=cabinet_day_key(outcome.cabinet_id, outcome.day),
+        )
+
+
+#: The job the re-aggregation sensor and the nightly merge launch, with a subset of its assets.
+rnp_recompute_job = define_asset_job(
+    name="rnp_recompute",
+    selection=AssetSelection.assets(*TABLES),
+    partitions_def=CABINET_DAY,
+    # The steps run one after the other anyway (the merge waits for the rollups): a process per
+    # step would only add seconds of start-up to every run.
+    executor_def=in_process_executor,
+    description="Recomputes РНП rollups and the rnp_daily merge for a rectangle of cabinets × days.",
+)
+
+#: The checks alone, for any partition or range: audits rnp_daily against the feeds without
+#: recomputing it (the UI's launchpad or a backfill over months).
+rnp_daily_check_job = define_asset_job(
+    name="rnp_daily_check",
+    selection=AssetSelection.checks_for_assets(MART),
+    partitions_def=CABINET_DAY,
+    executor_def=in_process_executor,
+    description="Runs the rnp_daily asset checks (orders, ad spend, payout against the feeds) for a rectangle "
+    "of cabinets × days.",
+)

@@ -1,0 +1,1 @@
+"""Op jobs: work that is not an asset (table upkeep), one module per domain."""

@@ -1,0 +1,65 @@
+"""The rnp_daily asset checks: per partition, against the feeds; a failure names the metric and both numbers."""
+
+from __future__ import annotations
+
+from dagster import AssetCheckEvaluation
+
+from tests.rnp_feeds import TODAY, add_ad_stat, add_cabinets, add_order, add_report_line, days_ago, run_range
+
+Y = days_ago(1)
+
+
+def evaluations(result) -> dict[tuple[str, str], AssetCheckEvaluation]:
+    out = {}
+    for event in result.all_events:
+        if event.event_type_value == "ASSET_CHECK_EVALUATION":
+            evaluation = event.event_specific_data
+            out[(evaluation.check_name, str(evaluation.partition))] = evaluation
+    return out
+
+
+def load(dagster_instance, conn):
+    add_cabinets(dagster_instance, "c1")
+    for day, tag in ((Y, "y"), (TODAY, "t")):
+        add_order(conn, "c1", f"{tag}1", day, 7, "200.00")
+        add_order(conn, "c1", f"{tag}2", day, 8, "99.99", is_cancel=True)
+        add_ad_stat(conn, "c1", 1, day, 7, views=100, clicks=3, spend="12.34")
+    add_report_line(conn, "c1", 1, TODAY, 7, srid="y1", for_pay="180.00")
+    add_report_line(conn, "c1", 2, TODAY, 8, srid="y2", for_pay="50.00", doc_type_name="Возврат")
+
+
+def test_checks_pass_on_every_partition_of_a_good_run(dagster_instance, warehouse_conn):
+    load(dagster_instance, warehouse_conn)
+    result = run_range(dagster_instance, f"c1|{Y}", f"c1|{TODAY}")
+    found = evaluations(result)
+    names = ("orders_match_wb_orders", "ad_spend_matches_ad_campaign_stats", "payout_matches_finance_lines")
+    assert set(found) == {(n, f"c1|{d}") for n in names for d in (Y, TODAY)}
+    assert all(e.passed for e in found.values()), {k: e.description for k, e in found.items()}
+    assert found[("payout_matches_finance_lines", f"c1|{Y}")].description == "payout 130.00 match wb_report_lines"
+
+
+def test_tampered_rows_fail_naming_the_metric_and_both_numbers(dagster_instance, warehouse_conn):
+    load(dagster_instance, warehouse_conn)
+    run_range(dagster_instance, f"c1|{Y}", f"c1|{TODAY}")
+    warehouse_conn.execute(
+        "UPDATE rnp_daily SET orders_sum = orders_sum + 0.01 WHERE cabinet_id = 'c1' AND day = %s AND nm_id = 7",
+        (TODAY,),
+    )
+    warehouse_conn.execute("UPDATE rnp_daily SET ad_spend = 0, payout = payout - 50 WHERE day = %s AND nm_id = 7", (Y,))
+    # The checks alone, as an operator launches them to audit a range.
+    found = evaluations(run_range(dagster_instance, f"c1|{Y}", f"c1|{TODAY}", job="rnp_daily_check"))
+
+    orders_today = found[("orders_match_wb_orders", f"c1|{TODAY}")]
+    assert not orders_today.passed
+    assert orders_today.description == (
+        f"orders_sum: rnp_daily has 300.00, wb_orders has 299.99 (cabinet c1, day {TODAY.isoformat()})"
+    )
+    assert orders_today.metadata["orders_sum_rnp_daily"].value == "300.00"
+    assert orders_today.metadata["orders_sum_wb_orders"].value == "299.99"
+    spend = found[("ad_spend_matches_ad_campaign_stats", f"c1|{Y}")]
+    assert not spend.passed and "ad_spend: rnp_daily has 0, ad_campaign_stats has 12.34" in str(spend.description)
+    payout = found[("payout_matches_finance_lines", f"c1|{Y}")]
+    assert not payout.passed and "payout: rnp_daily has 80.00, wb_report_lines has 130.00" in str(payout.description)
+    # Untouched partitions and metrics still pass.
+    assert found[("orders_match_wb_orders", f"c1|{Y}")].passed
+    assert found[("ad_spend_matches_ad_campaign_stats", f"c1|{TODAY}")].passed

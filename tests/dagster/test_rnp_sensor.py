@@ -1,0 +1,193 @@
+"""The re-aggregation sensor on a real instance: events in, exactly the affected partitions out."""
+
+from __future__ import annotations
+
+import pytest
+from dagster import AssetKey, AssetMaterialization, SensorResult, SkipReason, build_sensor_context
+
+from optima_pipelines.sensors.rnp import rnp_reaggregate_sensor
+from tests.rnp_feeds import (
+    TODAY,
+    add_ad_stat,
+    add_cabinets,
+    add_order,
+    add_report_line,
+    add_sale,
+    add_stock,
+    days_ago,
+    execute_request,
+    last_storage_id,
+    materialized_partitions,
+    report_feed_event,
+    rnp_rows,
+)
+
+
+def tick(instance, cursor: str | None = None) -> SensorResult | SkipReason:
+    result = rnp_reaggregate_sensor(build_sensor_context(instance=instance, cursor=cursor))
+    assert isinstance(result, SensorResult | SkipReason)
+    return result
+
+
+def planned(result: SensorResult) -> set[tuple[tuple[str, ...], str, str]]:
+    """Each run request as (assets, first partition, last partition)."""
+    out = set()
+    for r in result.run_requests or []:
+        assets = tuple(k.to_user_string() for k in r.asset_selection or [])
+        if r.partition_key is not None:
+            out.add((assets, str(r.partition_key), str(r.partition_key)))
+        else:
+            out.add(
+                (assets, r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"])
+            )
+    return out
+
+
+def test_events_request_exactly_the_affected_partitions_of_the_matching_rollups(dagster_instance, warehouse_conn):
+    add_cabinets(dagster_instance, "c0", "c1", "c2")
+    conn = warehouse_conn
+    d0, d1, d3, d25 = TODAY, days_ago(1), days_ago(3), days_ago(25)
+    for cabinet in ("c1", "c2"):
+        add_order(conn, cabinet, f"{cabinet}-a", d1, 7, "100.00")
+        add_order(conn, cabinet, f"{cabinet}-b", d0, 7, "200.00")
+        for day in (d1, d0):
+            report_feed_event(dagster_instance, "wb_orders", cabinet, day)
+    add_order(conn, "c1", "c1-old", d25, 8, "300.00")
+    add_sale(conn, "c1", "S1", "c1-x", d3, 7, "90.00")
+    report_feed_event(dagster_instance, "wb_sales", "c1", d3)
+    add_ad_stat(conn, "c1", 1, d0, 7, views=10, clicks=1, spend="5.00")
+    report_feed_event(dagster_instance, "ad_campaign_stats", "c1", d0)
+    # The finance report: a line of day -2 whose order is of day -25.
+    add_report_line(conn, "c1", 1, days_ago(2), 8, srid="c1-old", for_pay="250.00")
+    report_feed_event(dagster_instance, "wb_report_lines", "c1", days_ago(2), affected_days=[d25])
+    add_stock(conn, "c0", d0, 7, 1, 1, 4)
+    report_feed_event(dagster_instance, "stocks", "c0", d0)
+
+    result = tick(dagster_instance)
+    assert isinstance(result, SensorResult)
+    sales, ads, fin, daily = (
+        ("rnp_sales", "rnp_daily"),
+        ("rnp_ads", "rnp_daily"),
+        ("rnp_finance", "rnp_daily"),
+        ("rnp_daily",),
+    )
+    assert planned(result) == {
+        (sales, f"c1|{d1}", f"c2|{d0}"),  # both cabinets' last two days: one run over the rectangle
+        (sales, f"c1|{d3}", f"c1|{d3}"),
+        (ads, f"c1|{d0}", f"c1|{d0}"),
+        (fin, f"c1|{days_ago(2)}", f"c1|{days_ago(2)}"),
+        (fin, f"c1|{d25}", f"c1|{d25}"),
+        (daily, f"c0|{d0}", f"c0|{d0}"),
+    }
+    for request in result.run_requests or []:
+        assert request.tags["optima/queue"] == "re-aggregate"
+        assert request.tags["dagster/priority"] == "-10"
+
+    before = last_storage_id(dagster_instance)
+    for request in result.run_requests or []:
+        execute_request(dagster_instance, request)
+    # c1's today is merged twice (after its sales and after its ads, in two runs): harmless, not extra days.
+    assert set(materialized_partitions(dagster_instance, "rnp_daily", before)) == {
+        f"c1|{d1}",
+        f"c1|{d0}",
+        f"c2|{d1}",
+        f"c2|{d0}",
+        f"c1|{d3}",
+        f"c1|{days_ago(2)}",
+        f"c1|{d25}",
+        f"c0|{d0}",
+    }
+    assert materialized_partitions(dagster_instance, "rnp_finance", before) == sorted(
+        [f"c1|{days_ago(2)}", f"c1|{d25}"]
+    )
+    assert rnp_rows(conn, "rnp_daily", "c1", d25)[8]["payout"] == 250
+    assert rnp_rows(conn, "rnp_daily", "c2", d0)[7]["orders_sum"] == 200
+    assert rnp_rows(conn, "rnp_daily", "c0", d0)[7]["stock_qty"] == 4
+
+    # Restarting from the returned cursor: nothing is requested twice.
+    again = tick(dagster_instance, result.cursor)
+    assert isinstance(again, SkipReason) and "no new feed materializations" in str(again.skip_message)
+
+
+def test_import_then_a_late_cancellation_recomputes_only_that_day(dagster_instance, warehouse_conn):
+    add_cabinets(dagster_instance, "c1")
+    for n in range(30):
+        add_order(warehouse_conn, "c1", f"o{n}", days_ago(n), 42, "100.00")
+        report_feed_event(dagster_instance, "wb_orders", "c1", days_ago(n), trigger="user_import", request_id=7)
+    first = tick(dagster_instance)
+    assert isinstance(first, SensorResult)
+    # A 30-day user import: one run over the 30 partitions, not 30 (or 60) runs.
+    assert planned(first) == {(("rnp_sales", "rnp_daily"), f"c1|{days_ago(29)}", f"c1|{TODAY}")}
+    execute_request(dagster_instance, (first.run_requests or [])[0])
+    assert len(materialized_partitions(dagster_instance, "rnp_daily")) == 30
+
+    # An increment brings the cancellation of the order placed 20 days ago.
+    add_order(warehouse_conn, "c1", "o20", days_ago(20), 42, "100.00", is_cancel=True)
+    report_feed_event(dagster_instance, "wb_orders", "c1", days_ago(20))
+    second = tick(dagster_instance, first.cursor)
+    assert isinstance(second, SensorResult)
+    assert planned(second) == {(("rnp_sales", "rnp_daily"), f"c1|{days_ago(20)}", f"c1|{days_ago(20)}")}
+    before = last_storage_id(dagster_instance)
+    execute_request(dagster_instance, (second.run_requests or [])[0])
+    assert materialized_partitions(dagster_instance, "rnp_sales", before) == [f"c1|{days_ago(20)}"]
+    assert materialized_partitions(dagster_instance, "rnp_daily", before) == [f"c1|{days_ago(20)}"]
+    row = rnp_rows(warehouse_conn, "rnp_daily", "c1", days_ago(20))[42]
+    assert (row["orders_count"], row["cancellations_count"], row["cancellations_sum"]) == (1, 1, 100)
+
+
+def test_bad_events_are_skipped_and_the_others_go_on(dagster_instance, warehouse_conn):
+    add_cabinets(dagster_instance, "c1")
+    dagster_instance.report_runless_asset_event(AssetMaterialization(asset_key=AssetKey("wb_orders")))  # no partition
+    dagster_instance.report_runless_asset_event(
+        AssetMaterialization(
+            asset_key=AssetKey("wb_report_lines"), partition=f"c1|{TODAY}", metadata={"affected_days": "[1"}
+        )
+    )
+    report_feed_event(dagster_instance, "wb_sales", "c1", TODAY)
+    result = tick(dagster_instance)
+    assert isinstance(result, SensorResult)
+    assert planned(result) == {(("rnp_sales", "rnp_daily"), f"c1|{TODAY}", f"c1|{TODAY}")}
+    # The bad events are behind the cursor: they are reported once, not retried forever.
+    assert isinstance(tick(dagster_instance, result.cursor), SkipReason)
+
+
+def test_a_new_cabinets_first_import_adds_its_partitions_and_fills_its_rnp(dagster_instance, warehouse_conn):
+    add_order(warehouse_conn, "fresh", "f1", TODAY, 5, "10.00")
+    report_feed_event(dagster_instance, "wb_orders", "fresh", TODAY, trigger="user_import")
+    result = tick(dagster_instance)
+    assert isinstance(result, SensorResult)
+    [add] = result.dynamic_partitions_requests or []
+    assert list(add.partition_keys) == ["fresh"]
+    add_cabinets(dagster_instance, "fresh")  # what the daemon does with that request
+    execute_request(dagster_instance, (result.run_requests or [])[0])
+    assert rnp_rows(warehouse_conn, "rnp_daily", "fresh", TODAY)[5]["orders_count"] == 1
+
+
+def test_a_failed_read_skips_the_tick_and_loses_nothing(dagster_instance, warehouse_conn, optima_env):
+    add_cabinets(dagster_instance, "c1")
+    report_feed_event(dagster_instance, "wb_orders", "c1", TODAY)
+    storage = f"dagster_{optima_env}"
+    warehouse_conn.execute(f"ALTER TABLE {storage}.event_logs RENAME TO event_logs_away")
+    try:
+        failed = tick(dagster_instance)
+    finally:
+        warehouse_conn.execute(f"ALTER TABLE {storage}.event_logs_away RENAME TO event_logs")
+    assert isinstance(failed, SkipReason)
+    assert "could not read the event log" in str(failed.skip_message)
+    retried = tick(dagster_instance)  # the cursor did not move: the event is still there
+    assert isinstance(retried, SensorResult)
+    assert planned(retried) == {(("rnp_sales", "rnp_daily"), f"c1|{TODAY}", f"c1|{TODAY}")}
+
+
+def test_a_bad_cursor_is_named(dagster_instance):
+    result = tick(dagster_instance, "not a cursor")
+    assert isinstance(result, SkipReason) and "clear it in the UI" in str(result.skip_message)
+
+
+@pytest.mark.parametrize("feed", ["rnp_funnel_stats", "stocks"])
+def test_funnel_and_stock_events_rerun_only_the_merge(dagster_instance, feed):
+    add_cabinets(dagster_instance, "c1")
+    report_feed_event(dagster_instance, feed, "c1", days_ago(1))
+    result = tick(dagster_instance)
+    assert isinstance(result, SensorResult)
+    assert planned(result) == {(("rnp_daily",), f"c1|{days_ago(1)}", f"c1|{days_ago(1)}")}

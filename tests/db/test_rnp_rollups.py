@@ -1,0 +1,193 @@
+"""The РНП rollups and merge, as SQL on real PostgreSQL, against hand-made feed rows with known totals."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from optima_pipelines.assets.rnp import recompute_partitions
+from optima_pipelines.jobs.partition_manager import add_months, partition_name
+from optima_pipelines.resources.warehouse import Warehouse
+from tests.rnp_feeds import (
+    TODAY,
+    add_ad_stat,
+    add_funnel,
+    add_order,
+    add_report_line,
+    add_sale,
+    add_stock,
+    days_ago,
+    rnp_rows,
+)
+
+C = "c1"
+D = days_ago(5)
+PREV = days_ago(6)
+
+
+@pytest.fixture
+def warehouse(optima_env: str, database_url: str) -> Warehouse:
+    return Warehouse(database_url=database_url, env=optima_env)
+
+
+def recompute_all(warehouse: Warehouse, pairs) -> dict[str, object]:
+    return {t: recompute_partitions(warehouse, t, pairs) for t in ("rnp_sales", "rnp_ads", "rnp_finance", "rnp_daily")}
+
+
+@pytest.fixture
+def feeds(warehouse_conn):
+    conn = warehouse_conn
+    # Orders of D: product 101 three orders (one cancelled), 102 one order the day before.
+    add_order(conn, C, "o1", D, 101, "500.00", spp="25")
+    add_order(conn, C, "o2", D, 101, "300.50", spp="30", is_cancel=True)
+    add_order(conn, C, "o3", D, 101, "199.99")
+    add_order(conn, C, "o4", PREV, 102, "1000.00")
+    add_order(conn, "other", "x1", D, 101, "77.77")  # another cabinet: never mixed in
+    # Sales and returns of D; a return with WB's sign either way; one sale of the previous day.
+    add_sale(conn, C, "S1", "o0", D, 101, "480.00")
+    add_sale(conn, C, "S2", "o00", D, 101, "300.00")
+    add_sale(conn, C, "R1", "o000", D, 101, "-250.00")
+    add_sale(conn, C, "R2", "o0000", D, 103, "199.99")
+    add_sale(conn, C, "S3", "o4", PREV, 102, "1000.00")
+    # Finance: lines land on their source order's day, else their own.
+    later = days_ago(2)
+    add_report_line(conn, C, 1, later, 101, srid="o1", for_pay="376.99", retail_amount="399.68", vw="22.25",
+                    vw_nds="4.45", acquiring_fee="14.89")  # fmt: skip
+    add_report_line(conn, C, 2, later, 101, srid="o3", doc_type_name="Возврат", for_pay="150.10",
+                    retail_amount="120.00", vw="10.00", vw_nds="2.00", acquiring_fee="5.00")  # fmt: skip
+    add_report_line(conn, C, 3, later, 101, srid="o1", doc_type_name="", delivery_service="55.30")
+    add_report_line(conn, C, 4, D, 0, paid_storage="12647.29")
+    add_report_line(conn, C, 5, D, None, penalty="231.35")
+    add_report_line(conn, C, 6, D, 102, srid="unknown-srid", for_pay="100.01")
+    add_report_line(conn, C, 7, D, 102, srid="o4", for_pay="900.00")  # its order is of PREV
+    add_report_line(conn, C, 8, D, 0, deduction="6354", paid_acceptance="865")
+    # Ads of D: two apps of campaign 1 for 101, and a product associated with it.
+    add_ad_stat(conn, C, 1, D, 101, app_type=1, views=1000, clicks=30, spend="150.50", atbs=5, orders=2,
+                sum_price="1000.00")  # fmt: skip
+    add_ad_stat(conn, C, 1, D, 101, app_type=32, views=500, clicks=20, spend="75.25")
+    add_ad_stat(conn, C, 1, D, 555, views=100, clicks=1, spend="10.00", orders=1, sum_price="450.00",
+                is_associated=True)  # fmt: skip
+    # Funnel and stock of 101 on D.
+    add_funnel(conn, C, D, 101, opens=2000, carts=150, add_to_cart_conversion="7.5", cart_to_order_conversion="2",
+               buyout_percent="80")  # fmt: skip
+    add_stock(conn, C, D, 101, 1, 1, 10)
+    add_stock(conn, C, D, 101, 2, 1, 5)
+    add_stock(conn, C, D, 101, 1, 2, 7)
+    return conn
+
+
+def test_sales_count_orders_on_their_day_and_sales_on_theirs(warehouse, feeds):
+    stats = recompute_partitions(warehouse, "rnp_sales", [(C, D)])
+    rows = rnp_rows(feeds, "rnp_sales", C, D)
+    assert (stats.rows, stats.rows_changed, stats.rows_dropped) == (2, 2, 0)
+    p101 = rows[101]
+    assert (p101["orders_count"], p101["orders_sum"]) == (3, Decimal("1000.49"))
+    assert (p101["cancellations_count"], p101["cancellations_sum"]) == (1, Decimal("300.50"))
+    assert (p101["buyouts_count"], p101["buyouts_sum"]) == (2, Decimal("780.00"))
+    assert (p101["returns_count"], p101["returns_sum"]) == (1, Decimal("250.00"))
+    assert p101["avg_order_price"] == Decimal("333.50")  # 1000.49 / 3
+    assert p101["avg_spp_percent"] == Decimal("27.50")  # orders without SPP do not count
+    p103 = rows[103]  # a return and no order: a row, with no average price
+    assert (p103["orders_count"], p103["returns_count"], p103["returns_sum"]) == (0, 1, Decimal("199.99"))
+    assert p103["avg_order_price"] is None
+    assert 102 not in rows  # its order and sale are of the previous day
+
+
+def test_finance_lines_go_to_their_source_orders_day_to_the_kopeck(warehouse, feeds):
+    recompute_partitions(warehouse, "rnp_finance", [(C, D), (C, PREV)])
+    rows = rnp_rows(feeds, "rnp_finance", C, D)
+    p101 = rows[101]
+    assert p101["payout"] == Decimal("226.89")  # 376.99 - 150.10 (a return)
+    assert p101["realization"] == Decimal("279.68")
+    assert p101["commission"] == Decimal("14.70")  # 22.25 + 4.45 - (10.00 + 2.00)
+    assert p101["acquiring"] == Decimal("9.89")
+    assert p101["logistics"] == Decimal("55.30")
+    assert p101["finance_lines"] == 3
+    cabinet_level = rows[0]  # lines tied to no product (nm_id 0 or missing)
+    assert cabinet_level["storage"] == Decimal("12647.29")
+    assert cabinet_level["penalties"] == Decimal("231.35")
+    assert cabinet_level["other_deductions"] == Decimal("6354")
+    assert cabinet_level["acceptance"] == Decimal("865")
+    assert rows[102]["payout"] == Decimal("100.01")  # unknown source order: its own day
+    assert rnp_rows(feeds, "rnp_finance", C, PREV)[102]["payout"] == Decimal("900.00")
+    assert sum(r["payout"] for r in rows.values()) == Decimal("326.90")
+
+
+def test_ads_sum_every_campaign_app_and_associated_product(warehouse, feeds):
+    recompute_partitions(warehouse, "rnp_ads", [(C, D)])
+    rows = rnp_rows(feeds, "rnp_ads", C, D)
+    p101 = rows[101]
+    assert (p101["ad_views"], p101["ad_clicks"], p101["ad_spend"]) == (1500, 50, Decimal("225.75"))
+    assert (p101["ad_carts"], p101["ad_orders"], p101["ad_orders_sum"]) == (5, 2, Decimal("1000.00"))
+    assert (p101["ad_ctr_percent"], p101["ad_cpc"], p101["ad_cpm"]) == (
+        Decimal("3.33"),
+        Decimal("4.52"),
+        Decimal("150.50"),
+    )
+    associated = rows[555]
+    assert (associated["ad_spend"], associated["ad_orders"], associated["ad_orders_sum"]) == (
+        Decimal("10.00"),
+        1,
+        Decimal("450.00"),
+    )
+    assert sum(r["ad_spend"] for r in rows.values()) == Decimal("235.75")
+
+
+def test_merge_puts_every_domain_side_by_side(warehouse, feeds):
+    stats = recompute_all(warehouse, [(C, D)])
+    rows = rnp_rows(feeds, "rnp_daily", C, D)
+    assert stats["rnp_daily"].rows == len(rows) == 5  # 0, 101, 102, 103, 555
+    p101 = rows[101]
+    assert (p101["orders_count"], p101["orders_sum"], p101["ad_spend"], p101["payout"]) == (
+        3,
+        Decimal("1000.49"),
+        Decimal("225.75"),
+        Decimal("226.89"),
+    )
+    assert p101["drr_of_orders_sum_percent"] == Decimal("22.56")  # 100 * 225.75 / 1000.49
+    assert p101["drr_of_ad_orders_sum_percent"] == Decimal("22.58")  # 100 * 225.75 / 1000.00
+    assert (p101["card_opens"], p101["add_to_cart"], p101["add_to_cart_conversion_percent"]) == (
+        2000,
+        150,
+        Decimal("7.5"),
+    )
+    assert p101["funnel_buyout_percent"] == Decimal("80")
+    assert (p101["stock_qty"], p101["stock_in_way_to_client"], p101["stock_in_way_from_client"]) == (22, 3, 6)
+    p555 = rows[555]  # an ad-only product: zero sales, no funnel or stock snapshot (unknown, not 0)
+    assert (p555["orders_count"], p555["orders_sum"], p555["drr_of_orders_sum_percent"]) == (0, 0, None)
+    assert (p555["card_opens"], p555["stock_qty"]) == (None, None)
+    assert rows[0]["storage"] == Decimal("12647.29")
+
+
+def test_recompute_is_idempotent_and_touches_only_changed_rows(warehouse, feeds):
+    recompute_all(warehouse, [(C, D)])
+    first = rnp_rows(feeds, "rnp_daily", C, D)
+    again = recompute_all(warehouse, [(C, D)])
+    assert all((s.rows_changed, s.rows_removed) == (0, 0) for s in again.values())
+    assert rnp_rows(feeds, "rnp_daily", C, D) == first  # updated_at included: no row was rewritten
+
+    # One order more for 101; the report lines and the associated product's ads vanish upstream.
+    add_order(feeds, C, "o5", D, 101, "0.51")
+    feeds.execute("DELETE FROM wb_report_lines WHERE cabinet_id = %s", (C,))
+    feeds.execute("DELETE FROM ad_campaign_stats WHERE cabinet_id = %s AND nm_id = 555", (C,))
+    stats = recompute_all(warehouse, [(C, D)])
+    assert (stats["rnp_sales"].rows_changed, stats["rnp_sales"].rows_removed) == (1, 0)
+    assert (stats["rnp_ads"].rows_changed, stats["rnp_ads"].rows_removed) == (0, 1)
+    assert stats["rnp_finance"].rows_removed == 3  # 0, 101, 102
+    rows = rnp_rows(feeds, "rnp_daily", C, D)
+    assert 555 not in rows and 0 not in rows
+    assert (rows[101]["orders_count"], rows[101]["orders_sum"], rows[101]["payout"]) == (4, Decimal("1001.00"), 0)
+    assert rows[103] == first[103]  # untouched: same values, same updated_at
+
+
+def test_days_without_a_table_partition_are_dropped_and_counted(warehouse, feeds):
+    old_month = add_months(TODAY.replace(day=1), -20)
+    feeds.execute(f"DROP TABLE {partition_name('rnp_sales', old_month)}")
+    add_order(feeds, C, "old-1", old_month, 101, "10.00")
+    add_order(feeds, C, "old-2", old_month, 102, "20.00")
+    stats = recompute_partitions(warehouse, "rnp_sales", [(C, old_month), (C, D)])
+    assert (stats.rows, stats.rows_dropped) == (2, 2)
+    assert stats.days_outside_partitions == {old_month}
+    assert stats.metadata()["batch_days_outside_table_partitions"] == [old_month.isoformat()]
+    assert rnp_rows(feeds, "rnp_sales", C, D)[101]["orders_count"] == 3

@@ -1,0 +1,88 @@
+"""Re-aggregation end to end with the real daemon: feed events in, batched runs out, rnp_daily filled."""
+
+from __future__ import annotations
+
+import time
+from datetime import date
+
+import pytest
+from dagster import DagsterEventType, DagsterRunStatus, RunsFilter
+
+from optima_pipelines.queues import TAG_QUEUE
+from tests.rnp_feeds import (
+    TODAY,
+    add_cabinets,
+    add_order,
+    days_ago,
+    last_storage_id,
+    materialized_partitions,
+    report_feed_event,
+    rnp_rows,
+)
+from tests.system.harness import running_dev
+
+pytestmark = pytest.mark.system
+
+
+def wait_for(condition, what: str, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def reaggregate_runs(instance):
+    return instance.get_runs(RunsFilter(tags={TAG_QUEUE: "re-aggregate"}))
+
+
+def finished(instance, count: int):
+    runs = reaggregate_runs(instance)
+    done = [r for r in runs if r.is_finished]
+    return runs if len(runs) >= count and len(done) == len(runs) else None
+
+
+def days_with_rows(conn, cabinet: str) -> set[date]:
+    return {d for (d,) in conn.execute("SELECT DISTINCT day FROM rnp_daily WHERE cabinet_id = %s", (cabinet,))}
+
+
+def test_an_import_and_a_late_cancellation_through_the_daemon(optima_env, tmp_path, warehouse_conn, dagster_instance):
+    add_cabinets(dagster_instance, "sys1")
+    for n in range(30):
+        add_order(warehouse_conn, "sys1", f"o{n}", days_ago(n), 42, "100.00")
+        report_feed_event(dagster_instance, "wb_orders", "sys1", days_ago(n), trigger="user_import", request_id=1)
+
+    with running_dev({}, tmp_path) as dep:
+        # A 30-day user import: the sensor asks for one run over the 30 partitions.
+        [run] = wait_for(lambda: finished(dagster_instance, 1), "the import's re-aggregation run", timeout=150)
+        assert run.status == DagsterRunStatus.SUCCESS, dep.log()[-3000:]
+        assert run.tags["dagster/asset_partition_range_start"] == f"sys1|{days_ago(29)}"
+        assert run.tags["dagster/asset_partition_range_end"] == f"sys1|{TODAY}"
+        assert run.tags["dagster/priority"] == "-10"
+        assert days_with_rows(warehouse_conn, "sys1") == {days_ago(n) for n in range(30)}
+        # The asset checks ran in the same run, one result per check and partition, all green.
+        checks = [
+            e.dagster_event.event_specific_data
+            for e in dagster_instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)
+            if e.dagster_event
+        ]
+        assert len(checks) == 3 * 30 and all(c.passed for c in checks)
+        ui = dep.graphql(
+            """{ assetNodeOrError(assetKey: {path: ["rnp_daily"]}) { ... on AssetNode {
+                 assetChecksOrError { ... on AssetChecks { checks { name } } } } } }"""
+        )
+        shown = {c["name"] for c in ui["assetNodeOrError"]["assetChecksOrError"]["checks"]}
+        assert shown == {"orders_match_wb_orders", "ad_spend_matches_ad_campaign_stats", "payout_matches_finance_lines"}
+
+        # The cancellation of the order placed 20 days ago arrives in an increment.
+        before = last_storage_id(dagster_instance)
+        add_order(warehouse_conn, "sys1", "o20", days_ago(20), 42, "100.00", is_cancel=True)
+        report_feed_event(dagster_instance, "wb_orders", "sys1", days_ago(20))
+        runs = wait_for(lambda: finished(dagster_instance, 2), "the cancellation's run")
+        assert len(runs) == 2 and all(r.status == DagsterRunStatus.SUCCESS for r in runs)
+        assert materialized_partitions(dagster_instance, "rnp_daily", before) == [f"sys1|{days_ago(20)}"]
+        assert materialized_partitions(dagster_instance, "rnp_sales", before) == [f"sys1|{days_ago(20)}"]
+        row = rnp_rows(warehouse_conn, "rnp_daily", "sys1", days_ago(20))[42]
+        assert (row["orders_count"], row["cancellations_count"], row["cancellations_sum"]) == (1, 1, 100)

@@ -1,0 +1,185 @@
+"""The pure decisions of the РНП re-aggregation: which days an event makes stale, how they are batched."""
+
+from __future__ import annotations
+
+import random
+from datetime import date, timedelta
+
+import pytest
+from dagster import MetadataValue
+
+from optima_pipelines.errors import InvalidInput
+from optima_pipelines.sensors.rnp import (
+    FeedEvent,
+    Recompute,
+    day_ranges,
+    days_to_recompute,
+    demands_from_events,
+    parse_cursor,
+    parse_feed_event,
+    plan_recomputes,
+    run_request,
+)
+
+D = date(2026, 11, 20)
+FIRST, LAST = date(2025, 1, 1), date(2026, 11, 30)
+
+
+def d(n: int) -> date:
+    return D + timedelta(days=n)
+
+
+def test_feed_event_parses_partition_trigger_and_affected_days():
+    event = parse_feed_event(
+        "wb_report_lines",
+        "c1|2026-11-20",
+        {
+            "trigger": MetadataValue.text("user_import"),
+            "affected_days": MetadataValue.json(["2026-11-02", "2026-11-01"]),
+        },
+    )
+    assert event == FeedEvent("wb_report_lines", "c1", D, (date(2026, 11, 1), date(2026, 11, 2)), "user_import")
+    # affected_days given as JSON text is accepted too
+    assert parse_feed_event("wb_report_lines", "c1|2026-11-20", {"affected_days": '["2026-11-03"]'}).affected_days == (
+        date(2026, 11, 3),
+    )
+
+
+@pytest.mark.parametrize(
+    ("feed", "partition", "metadata", "message"),
+    [
+        ("wb_orders", None, {}, "has no partition"),
+        ("wb_orders", "c1", {}, "is not of the form"),
+        ("wb_orders", "c1|2026-13-01", {}, "is not a date"),
+        ("wb_orders", "bad|id|2026-11-01", {}, "is not of the form"),
+        ("wb_report_lines", "c1|2026-11-20", {"affected_days": "not json"}, "is not a JSON list"),
+        ("wb_report_lines", "c1|2026-11-20", {"affected_days": MetadataValue.json({"a": 1})}, "must be a list"),
+        ("wb_report_lines", "c1|2026-11-20", {"affected_days": MetadataValue.json(["2026-11-x"])}, "'2026-11-x'"),
+        ("prices", "c1|2026-11-20", {}, "is not a feed of the РНП"),
+    ],
+)
+def test_bad_feed_events_are_rejected_naming_what_is_wrong(feed, partition, metadata, message):
+    with pytest.raises(InvalidInput, match=message):
+        parse_feed_event(feed, partition, metadata)
+
+
+def test_days_are_the_events_own_day_and_its_affected_days():
+    assert days_to_recompute(FeedEvent("wb_orders", "c1", D)) == {D}
+    finance = FeedEvent("wb_report_lines", "c1", D, (d(-30), d(-12)))
+    assert days_to_recompute(finance) == {D, d(-30), d(-12)}
+
+
+def test_each_feed_demands_its_rollup_and_funnel_or_stock_only_the_merge():
+    events = [
+        FeedEvent("wb_orders", "c1", D),
+        FeedEvent("wb_sales", "c1", D),
+        FeedEvent("ad_campaign_stats", "c1", D),
+        FeedEvent("wb_report_lines", "c1", d(-1), (d(-20),)),
+        FeedEvent("stocks", "c2", D),
+        FeedEvent("rnp_funnel_stats", "c2", d(-1)),
+    ]
+    wanted = demands_from_events(events, FIRST, LAST)
+    assert wanted.demands == {
+        ("c1", D): {"rnp_sales", "rnp_ads"},
+        ("c1", d(-1)): {"rnp_finance"},
+        ("c1", d(-20)): {"rnp_finance"},
+        ("c2", D): set(),
+        ("c2", d(-1)): set(),
+    }
+    assert wanted.out_of_range == []
+
+
+def test_days_outside_the_partitions_are_reported_not_demanded():
+    event = FeedEvent("wb_report_lines", "c1", LAST, (date(2024, 12, 31), LAST + timedelta(1)))
+    wanted = demands_from_events([event], FIRST, LAST)
+    assert wanted.demands == {("c1", LAST): {"rnp_finance"}}
+    assert sorted(wanted.out_of_range) == [("c1", date(2024, 12, 31)), ("c1", LAST + timedelta(1))]
+
+
+def test_day_ranges():
+    assert day_ranges([d(3), d(1), d(2), d(7), d(2)]) == [(d(1), d(3)), (d(7), d(7))]
+    assert day_ranges([]) == []
+
+
+def test_a_90_day_import_is_one_run():
+    demands = {("c1", d(-n)): {"rnp_sales"} for n in range(90)}
+    assert plan_recomputes(demands, ["c1"]) == [Recompute(("c1",), d(-89), D, ("rnp_sales",))]
+
+
+def test_a_cancellation_20_days_back_recomputes_that_day_only():
+    plan = plan_recomputes({("c1", d(-20)): {"rnp_sales"}}, ["c0", "c1", "c2"])
+    assert plan == [Recompute(("c1",), d(-20), d(-20), ("rnp_sales",))]
+    assert plan[0].pairs() == [("c1", d(-20))]
+
+
+def test_cabinets_with_the_same_days_share_a_run_when_adjacent():
+    demands = {(c, day): {"rnp_ads"} for c in ("a", "b", "c", "e") for day in (D, d(-1))}
+    plan = plan_recomputes(demands, ["a", "b", "c", "d", "e"])
+    # d has nothing to do, so e cannot join a..c: a rectangle covers every cabinet between its ends.
+    assert plan == [
+        Recompute(("a", "b", "c"), d(-1), D, ("rnp_ads",)),
+        Recompute(("e",), d(-1), D, ("rnp_ads",)),
+    ]
+
+
+def test_rollups_with_the_same_days_share_a_run_and_others_do_not():
+    demands = {("c1", d(-n)): {"rnp_sales"} for n in range(10)}
+    demands[("c1", d(-5))] = {"rnp_sales", "rnp_ads"}
+    demands[("c1", d(-30))] = set()  # a stock snapshot: the merge alone
+    plan = plan_recomputes(demands, ["c1"])
+    assert plan == [
+        Recompute(("c1",), d(-30), d(-30), ()),
+        Recompute(("c1",), d(-9), D, ("rnp_sales",)),
+        Recompute(("c1",), d(-5), d(-5), ("rnp_ads",)),
+    ]
+    assert [r.asset_keys for r in plan] == [["rnp_daily"], ["rnp_sales", "rnp_daily"], ["rnp_ads", "rnp_daily"]]
+
+
+def test_big_rectangles_are_split_into_bounded_runs():
+    demands = {(c, d(-n)): {"rnp_sales"} for c in ("a", "b", "c") for n in range(10)}
+    plan = plan_recomputes(demands, ["a", "b", "c"], max_partitions=20)
+    assert all(r.partitions <= 20 for r in plan)
+    assert sorted(p for r in plan for p in r.pairs()) == sorted(demands)
+    long = plan_recomputes({("a", d(-n)): {"rnp_sales"} for n in range(50)}, ["a"], max_partitions=20)
+    assert [(r.start, r.end) for r in long] == [(d(-49), d(-30)), (d(-29), d(-10)), (d(-9), D)]
+
+
+def test_batching_recomputes_exactly_what_was_demanded():
+    """Random demands: every (rollup, cabinet, day) demanded is in exactly the runs that cover it, the
+    merge covers every demanded partition, and nothing else is recomputed."""
+    rng = random.Random(7)
+    cabinets = [f"c{i}" for i in range(12)]
+    for _ in range(200):
+        demands: dict[tuple[str, date], set[str]] = {}
+        for _ in range(rng.randint(1, 60)):
+            pair = (rng.choice(cabinets), d(-rng.randint(0, 40)))
+            demands.setdefault(pair, set()).update(
+                rng.sample(["rnp_sales", "rnp_ads", "rnp_finance"], rng.randint(0, 2))
+            )
+        order = rng.sample(cabinets, len(cabinets))
+        max_partitions = rng.choice([5, 50, 400])
+        plan = plan_recomputes(demands, order[: rng.randint(0, 12)], max_partitions=max_partitions)
+        done: dict[tuple[str, date], set[str]] = {}
+        for r in plan:
+            assert r.partitions <= max_partitions
+            for pair in r.pairs():
+                done.setdefault(pair, set()).update([*r.rollups, "rnp_daily"])
+        assert done == {pair: {*rollups, "rnp_daily"} for pair, rollups in demands.items()}
+
+
+def test_run_requests_carry_the_rectangle():
+    single = run_request(Recompute(("c1",), D, D, ("rnp_sales",)), {"optima/queue": "re-aggregate"}, "k1")
+    assert single.partition_key == "c1|2026-11-20"
+    assert [k.to_user_string() for k in single.asset_selection or []] == ["rnp_sales", "rnp_daily"]
+    ranged = run_request(Recompute(("a", "b"), d(-2), D, ()), {"optima/queue": "re-aggregate"}, "k2")
+    assert ranged.partition_key is None
+    assert ranged.tags["dagster/asset_partition_range_start"] == "a|2026-11-18"
+    assert ranged.tags["dagster/asset_partition_range_end"] == "b|2026-11-20"
+    assert ranged.tags["optima/queue"] == "re-aggregate"
+
+
+def test_cursor_is_per_feed_and_a_bad_one_is_named():
+    assert parse_cursor(None) == {}
+    assert parse_cursor('{"wb_orders": 12}') == {"wb_orders": 12}
+    with pytest.raises(InvalidInput, match="clear it in the UI"):
+        parse_cursor("12")
