@@ -28,8 +28,9 @@ PARTITION_CABINET_TAG = "dagster/partition/cabinet"
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
 #: A WB-talking run whose cabinet cannot be derived (several cabinets in one run, or none given)
-#: is gated under this one value: such runs serialise among themselves, and inside the run each
-#: cabinet's WB work takes that cabinet's advisory lock (optima_pipelines.gate).
+#: is gated under this one value, so such runs at least serialise among themselves. None of our
+#: definitions produce one (WB assets have no multi-partition backfill policy, WB jobs require a
+#: cabinet_id): this is the fail-safe for hand-made runs.
 MULTI_CABINET = "__multi__"
 
 

@@ -1,12 +1,9 @@
 """The real UI, as a person meets it: behind basic auth, then driven in headless Chromium.
 
-One deployment (``optima-pipelines dev`` with basic auth, on the code location
-``tests/system/ui_location.py``) serves every test here. Screenshots land in
-``test-artifacts/ui/``.
-
-The test location holds every production definition plus two stand-ins, so checking the real
-lineage is one line: ``LINEAGE = ("wb_orders", "rnp_daily")`` (first the feed, last the asset whose
-lineage, partitions and backfill are driven).
+One deployment (``optima-pipelines dev`` with basic auth, on the production code location)
+serves every test here. Screenshots land in ``test-artifacts/ui/``. ``LINEAGE`` names the WB feed
+and the mart downstream of it: the lineage between them, the mart's partition grid and a backfill
+of it are what the browser drives.
 """
 
 import base64
@@ -30,8 +27,8 @@ from tests.system.harness import running_dev
 
 pytestmark = pytest.mark.system
 
-LINEAGE = ("ui_feed", "ui_mart")
-LOCATION_MODULE = "tests.system.ui_location"
+LINEAGE = ("wb_orders", "rnp_daily")
+LOCATION_MODULE = "optima_pipelines.definitions"
 CABINET = "ui-shop"
 USER, PASSWORD = "operator", secrets.token_urlsafe(12)
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJ1aS1zaG9wIn0.dWktdGVzdC1zaWduYXR1cmU"
