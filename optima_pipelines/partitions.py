@@ -23,6 +23,10 @@ from optima_pipelines.errors import InvalidInput
 from optima_pipelines.settings import load_settings
 from optima_pipelines.timeutil import MOSCOW_TZ_NAME
 
+#: Tags Dagster puts on a run over a range of partitions (a backfill with a single-run policy).
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+
 CABINET_DIM = "cabinet"
 DATE_DIM = "date"
 

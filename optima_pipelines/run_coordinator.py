@@ -15,6 +15,7 @@ from typing import Any
 
 from dagster import DagsterRun, QueuedRunCoordinator, SubmitRunContext
 
+from optima_pipelines.partitions import RANGE_END_TAG, RANGE_START_TAG
 from optima_pipelines.queues import (
     QUEUES,
     TAG_CABINET,
@@ -25,8 +26,6 @@ from optima_pipelines.queues import (
 )
 
 PARTITION_CABINET_TAG = "dagster/partition/cabinet"
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
 #: A WB-talking run whose cabinet cannot be derived (several cabinets in one run, or none given)
 #: is gated under this one value, so such runs at least serialise among themselves. None of our
 #: definitions produce one (WB assets have no multi-partition backfill policy, WB jobs require a

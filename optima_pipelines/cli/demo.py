@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import timedelta
+from datetime import date, timedelta
 
 import click
 
@@ -20,7 +20,11 @@ from optima_pipelines.queues import TAG_TRIGGER, queue_tags
 from optima_pipelines.runtime import Deployment, open_deployment
 from optima_pipelines.timeutil import today_moscow
 
-DEMO_TIME_SCALE = 60.0  # WB's 1-request-a-minute statistics limit becomes one a second
+DEMO_TIME_SCALE = 60.0
+#: The runs' own log lines go to their event log (the UI shows them); the terminal gets the summary.
+QUIET = {
+    "loggers": {"console": {"config": {"log_level": "WARNING"}}}
+}  # WB's 1-request-a-minute statistics limit becomes one a second
 
 
 def register_simulated_cabinets(dep: Deployment, tokens: dict[str, str]) -> None:
@@ -36,33 +40,29 @@ def register_simulated_cabinets(dep: Deployment, tokens: dict[str, str]) -> None
         conn.commit()
 
 
-def print_summary(dep: Deployment, cabinet_ids: list[str], first_day) -> None:  # type: ignore[no-untyped-def]
+def print_summary(dep: Deployment, cabinet_ids: list[str], first_day: date) -> None:
+    """The РНП per cabinet and day (rnp_daily summed over products): what a seller opens first."""
     query = """
-        WITH o AS (
-            SELECT cabinet_id, day, count(*) AS orders, count(*) FILTER (WHERE is_cancel) AS cancelled,
-                   sum(price_with_disc) AS ordered_rub
-            FROM wb_orders WHERE cabinet_id = ANY(%(c)s) AND day >= %(d)s GROUP BY 1, 2),
-        s AS (
-            SELECT cabinet_id, day, count(*) FILTER (WHERE NOT is_return) AS sales,
-                   count(*) FILTER (WHERE is_return) AS returns, sum(for_pay) AS for_pay
-            FROM wb_sales WHERE cabinet_id = ANY(%(c)s) AND day >= %(d)s GROUP BY 1, 2)
-        SELECT coalesce(o.cabinet_id, s.cabinet_id), coalesce(o.day, s.day), coalesce(orders, 0),
-               coalesce(cancelled, 0), coalesce(ordered_rub, 0), coalesce(sales, 0), coalesce(returns, 0),
-               coalesce(for_pay, 0)
-        FROM o FULL JOIN s ON o.cabinet_id = s.cabinet_id AND o.day = s.day
-        ORDER BY 1, 2
+        SELECT cabinet_id, day, sum(orders_count), sum(cancellations_count), sum(orders_sum),
+               sum(buyouts_count), sum(returns_count), sum(ad_spend), sum(payout)
+        FROM rnp_daily WHERE cabinet_id = ANY(%s) AND day >= %s
+        GROUP BY 1, 2 ORDER BY 1, 2
     """
     with dep.connect() as conn:
-        rows = conn.execute(query, {"c": cabinet_ids, "d": first_day}).fetchall()
-    header = f"{'cabinet':<8} {'day':<10} {'orders':>6} {'cancel':>6} {'ordered, ₽':>12} {'sales':>5} {'ret':>4} {'to pay, ₽':>12}"
+        rows = conn.execute(query, (cabinet_ids, first_day)).fetchall()
+    header = (
+        f"{'cabinet':<8} {'day':<10} {'orders':>6} {'cancel':>6} {'ordered, ₽':>13} {'buyout':>6} {'return':>6} "
+        f"{'ad spend, ₽':>12} {'payout, ₽':>13}"
+    )
     current = None
-    for cabinet, day, orders, cancelled, ordered, sales, returns, for_pay in rows:
+    for cabinet, day, orders, cancelled, ordered, buyouts, returns, ad_spend, payout in rows:
         if cabinet != current:
             click.echo("")
             click.echo(header)
             current = cabinet
         click.echo(
-            f"{cabinet:<8} {day.isoformat():<10} {orders:>6} {cancelled:>6} {ordered:>12,.2f} {sales:>5} {returns:>4} {for_pay:>12,.2f}"
+            f"{cabinet:<8} {day.isoformat():<10} {orders:>6} {cancelled:>6} {ordered:>13,.2f} {buyouts:>6} {returns:>6} "
+            f"{ad_spend:>12,.2f} {payout:>13,.2f}"
         )
 
 
@@ -93,27 +93,45 @@ def demo_cmd(days: int, cabinets: int, seed: int) -> None:
             os.environ["OPTIMA_WB_TIME_SCALE"] = str(setup.time_scale)
 
             from optima_pipelines.assets.digitization import QUEUE, digitization_backfill_job, feed_sync_run_config
+            from optima_pipelines.assets.rnp import rnp_recompute_job
             from optima_pipelines.definitions import defs
-            from optima_pipelines.partitions import CABINETS_NAME
+            from optima_pipelines.partitions import CABINETS_NAME, RANGE_END_TAG, RANGE_START_TAG, cabinet_day_key
 
-            job = defs.get_job_def(digitization_backfill_job.name)
+            first_day = today_moscow() - timedelta(days=days - 1)
+            sync = defs.get_job_def(digitization_backfill_job.name)
+            rnp = defs.get_job_def(rnp_recompute_job.name)
             with DagsterInstance.get() as instance:
                 instance.add_dynamic_partitions(CABINETS_NAME, setup.cabinet_ids())
                 for cabinet_id in setup.cabinet_ids():
-                    result = job.execute_in_process(
-                        run_config=feed_sync_run_config(job.name, cabinet_id, window_days=days - 1),
+                    result = sync.execute_in_process(
+                        run_config={**feed_sync_run_config(sync.name, cabinet_id, window_days=days - 1), **QUIET},
                         instance=instance,
                         tags={**queue_tags(QUEUE, cabinet_id=cabinet_id), TAG_TRIGGER: "demo"},
                         raise_on_error=False,
                     )
-                    if not result.success:
-                        raise OptimaError(
-                            f"the demo's sync of {cabinet_id} failed (run {result.run_id}); see it in the UI"
-                        )
-                    click.echo(f"synced {cabinet_id}: run {result.run_id}")
-            print_summary(dep, setup.cabinet_ids(), today_moscow() - timedelta(days=days - 1))
+                    _check(result, f"the sync of {cabinet_id}")
+                    # The РНП of the loaded days, as the re-aggregation sensor would request it.
+                    result = rnp.execute_in_process(
+                        run_config=QUIET,
+                        instance=instance,
+                        tags={
+                            **queue_tags("re-aggregate"),
+                            TAG_TRIGGER: "demo",
+                            RANGE_START_TAG: str(cabinet_day_key(cabinet_id, first_day)),
+                            RANGE_END_TAG: str(cabinet_day_key(cabinet_id, today_moscow())),
+                        },
+                        raise_on_error=False,
+                    )
+                    _check(result, f"the РНП of {cabinet_id}")
+                    click.echo(f"synced {cabinet_id} and rebuilt its РНП")
+            print_summary(dep, setup.cabinet_ids(), first_day)
     click.echo("")
     click.echo(f"done in {time.monotonic() - started:.0f} s. `optima-pipelines dev` shows these runs and partitions.")
+
+
+def _check(result, what: str) -> None:  # type: ignore[no-untyped-def]
+    if not result.success:
+        raise OptimaError(f"{what} failed (run {result.run_id}); open it in the UI (optima-pipelines dev)")
 
 
 def register(cli: click.Group) -> None:

@@ -63,7 +63,14 @@ from optima_pipelines.cabinets import list_cabinets
 from optima_pipelines.cadences import cadence
 from optima_pipelines.errors import InvalidInput, OptimaError
 from optima_pipelines.jobs.partition_manager import covered_days, list_partitions
-from optima_pipelines.partitions import CABINETS, CABINETS_NAME, cabinet_day_key, parse_cabinet_day_key
+from optima_pipelines.partitions import (
+    CABINETS,
+    CABINETS_NAME,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    cabinet_day_key,
+    parse_cabinet_day_key,
+)
 from optima_pipelines.queues import PRIORITY_REAGGREGATE, TAG_TRIGGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.settings import load_settings
@@ -86,9 +93,6 @@ MAX_EVENTS_PER_FEED = 5000
 MAX_PARTITIONS_PER_RUN = 400
 MERGE_WINDOW_DAYS = 3
 HEAL_DAYS = 90
-
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
 
 
 # --- events and days ---------------------------------------------------------------------------
