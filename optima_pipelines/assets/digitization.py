@@ -32,7 +32,7 @@ from dagster import (
 
 from optima_pipelines import requests as outbox
 from optima_pipelines.cabinets import get_cabinet
-from optima_pipelines.errors import InvalidInput, OptimaError
+from optima_pipelines.errors import DatabaseUnavailable, InvalidInput, OptimaError
 from optima_pipelines.partitions import CABINET_DAY, CABINET_DIM, CABINETS_NAME, DATE_DIM, cabinet_day_key
 from optima_pipelines.queues import (
     PRIORITY_SCHEDULED,
@@ -60,8 +60,13 @@ INTERACTIVE_MAX_WAIT_SECONDS = 75.0
 
 
 def _fail_on_permanent(exc: Exception, what: str) -> None:
-    """Turn a non-transient WB or input error into a Failure that is not retried."""
+    """Turn a non-transient WB or input error into a Failure that is not retried.
+
+    Transient errors are left to the retry policy (ADR-0007): WB's 429/5xx/network trouble and a
+    lost or refused database connection (a restart, a failover)."""
     if isinstance(exc, WbError) and getattr(exc, "is_transient", False):
+        return
+    if isinstance(exc, DatabaseUnavailable):
         return
     if isinstance(exc, WbError | OptimaError):
         raise Failure(description=f"{what}: {exc}", allow_retries=False) from None

@@ -31,6 +31,9 @@ class Stack:
     dev: RunningDeployment
     instance: DagsterInstance
     database_url: str
+    #: The WB tokens the cabinets were registered with (to prove they never leak).
+    tokens: dict[str, str]
+    dagster_home: Path
 
     def warehouse(self):  # type: ignore[no-untyped-def]
         return connect(self.database_url, f"optima_{self.env}", autocommit=True)
@@ -49,9 +52,10 @@ def stack_factory(database_url: str, secret_key: str, tmp_path_factory) -> Itera
         # The simulated clock follows real time: the daemon's runs happen in real time.
         sim = Simulator(seed=21, cabinets=cabinets, time_scale=time_scale)
         cipher = TokenCipher(secret_key.encode())
+        tokens = {spec.id: sim.token(spec.id) for spec in cabinets}
         with connect(database_url, f"optima_{env}", autocommit=True) as conn:
             for spec in cabinets:
-                add_cabinet(conn, cipher, spec.id, spec.id.upper(), sim.token(spec.id))
+                add_cabinet(conn, cipher, spec.id, spec.id.upper(), tokens[spec.id])
         server = serve(sim)
         base_url = server.__enter__()
         environment = {
@@ -75,7 +79,7 @@ def stack_factory(database_url: str, secret_key: str, tmp_path_factory) -> Itera
                 mp.setenv(key, value)
             instance = DagsterInstance.get()
         created.append((env, (dev_cm, server, instance)))
-        return Stack(env, sim, dev, instance, database_url)
+        return Stack(env, sim, dev, instance, database_url, tokens, tmp / "state" / "dagster" / env)
 
     yield build
     for env, (dev_cm, server, instance) in reversed(created):

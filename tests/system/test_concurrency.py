@@ -316,3 +316,41 @@ def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  #
         return ours == {o["srid"] for o in stack.sim.truth.orders("h2")}
 
     wait_until(h2_complete, 120, "h2 to catch up after its penalty", dev)
+
+
+def test_two_environments_running_at_once_never_see_each_other(busy_stack, slow_stack):  # type: ignore[no-untyped-def]
+    """Both deployments have been running side by side on one server since the tests above."""
+    for stack, own in ((busy_stack, "g"), (slow_stack, "h")):
+        cabinets = {r.tags.get(TAG_CABINET) for r in stack.instance.get_runs()} - {None}
+        assert cabinets and all(c.startswith(own) for c in cabinets), cabinets
+        with stack.warehouse() as conn:
+            ids = {r[0] for r in conn.execute("SELECT id FROM cabinets").fetchall()}
+            owners = {r[0][:1] for r in conn.execute("SELECT DISTINCT cabinet_id FROM wb_orders").fetchall()}
+        assert ids and all(i.startswith(own) for i in ids)
+        assert owners == {own}, f"{stack.env} holds orders of {owners - {own}}"
+
+
+def test_no_token_anywhere_after_all_of_it(busy_stack, slow_stack):  # type: ignore[no-untyped-def]
+    """Runs, tags, config, events, logs, compute logs and /metrics of both deployments: no WB token."""
+    import httpx
+
+    for stack in (busy_stack, slow_stack):
+        places: dict[str, str] = {}
+        with stack.warehouse() as conn:
+            schema = f"dagster_{stack.env}"
+            for table, column in (("event_logs", "event"), ("runs", "run_body"), ("run_tags", "value")):
+                rows = conn.execute(f"SELECT {column} FROM {schema}.{table}").fetchall()
+                places[f"{schema}.{table}"] = "\n".join(str(r[0]) for r in rows)
+            for table in ("requests", "sync_state", "wb_rate_limits", "ops_feed_syncs"):
+                rows = conn.execute(f"SELECT row_to_json(t)::text FROM {table} t").fetchall()
+                places[table] = "\n".join(r[0] for r in rows)
+        places["dev log"] = stack.dev.log()
+        compute_logs = [p for p in stack.dagster_home.rglob("*") if p.is_file()]
+        places["compute logs"] = "\n".join(p.read_text(errors="replace") for p in compute_logs)
+        if stack.dev.metrics_url:
+            places["/metrics"] = httpx.get(stack.dev.metrics_url + "/metrics", timeout=30).text
+        assert len(places[f"{schema}.event_logs"]) > 10_000  # there was a lot to search
+        for name, text in places.items():
+            for cabinet, token in stack.tokens.items():
+                assert token not in text, f"the token of {cabinet} is in {name}"
+                assert token.split(".")[2] not in text, f"the token signature of {cabinet} is in {name}"
