@@ -15,7 +15,10 @@ from wb_simulator.simulator import Simulator
 
 
 def _server(sim: Simulator) -> uvicorn.Server:
-    config = uvicorn.Config(create_app(sim), log_level="warning", access_log=False, lifespan="off")
+    # A stopped simulator does not wait for requests held open by a latency fault.
+    config = uvicorn.Config(
+        create_app(sim), log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=2
+    )
     return uvicorn.Server(config)
 
 

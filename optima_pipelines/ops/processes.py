@@ -127,12 +127,18 @@ class Supervisor:
             time.sleep(poll)
 
     def stop(self, grace: float = 30) -> None:
+        """SIGTERM to every child at once, one grace period for all, then SIGKILL what is left.
+
+        Runs in flight are interrupted with their worker: they end failed (or are marked failed by
+        dead_run_sensor when the deployment is back) and dagster.yaml's run_retries re-queues them
+        once; their data is whole (every load commits in transactions)."""
         for child in reversed(self.children):
             if child.proc.poll() is None:
                 _signal_group(child.proc, signal.SIGTERM)
-            deadline = time.monotonic() + grace
-            while child.proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.1)
+        deadline = time.monotonic() + grace
+        while any(c.proc.poll() is None for c in self.children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for child in reversed(self.children):
             # Whatever the child left behind in its group (run workers, the code server's own
             # server process) goes with it.
             _signal_group(child.proc, signal.SIGKILL)

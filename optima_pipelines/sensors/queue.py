@@ -110,7 +110,8 @@ def _run_pids(instance: DagsterInstance, run_id: str) -> list[tuple[int, float]]
 def _launched_here(tags: dict[str, str]) -> bool:
     import json
 
-    info = tags.get("dagster/grpc_info")
+    # Dagster keeps this as a hidden tag (".dagster/grpc_info"); older versions without the dot.
+    info = tags.get(".dagster/grpc_info") or tags.get("dagster/grpc_info")
     if info is None:
         return False
     try:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import secrets
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dagster import DagsterInstance
@@ -24,16 +25,30 @@ from wb_simulator import CabinetSpec, Simulator, serve
 
 @dataclass
 class Stack:
-    """A running deployment and the simulated WB it talks to."""
+    """A running deployment (`optima-pipelines dev`) and the simulated WB it talks to."""
 
     env: str
     sim: Simulator
-    dev: RunningDeployment
     instance: DagsterInstance
     database_url: str
     #: The WB tokens the cabinets were registered with (to prove they never leak).
     tokens: dict[str, str]
     dagster_home: Path
+    environment: dict[str, str]
+    tmp: Path
+    dev: RunningDeployment = field(init=False)
+    _dev_cm: Any = field(init=False, default=None)
+
+    def start_dev(self) -> RunningDeployment:
+        self._dev_cm = running_dev(self.environment, self.tmp)
+        self.dev = self._dev_cm.__enter__()
+        return self.dev
+
+    def stop_dev(self) -> None:
+        """Stop it as an operator does (SIGINT to `dev`), whatever its runs are doing."""
+        if self._dev_cm is not None:
+            self._dev_cm.__exit__(None, None, None)
+            self._dev_cm = None
 
     def warehouse(self):  # type: ignore[no-untyped-def]
         return connect(self.database_url, f"optima_{self.env}", autocommit=True)
@@ -68,8 +83,6 @@ def stack_factory(database_url: str, secret_key: str, tmp_path_factory) -> Itera
             "OPTIMA_WB_TIME_SCALE": str(time_scale),
             **(extra_env or {}),
         }
-        dev_cm = running_dev(environment, tmp)
-        dev = dev_cm.__enter__()
         home = tmp / "instance_home"
         home.mkdir()
         shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
@@ -78,12 +91,14 @@ def stack_factory(database_url: str, secret_key: str, tmp_path_factory) -> Itera
             for key, value in {**environment, "DAGSTER_HOME": str(home)}.items():
                 mp.setenv(key, value)
             instance = DagsterInstance.get()
-        created.append((env, (dev_cm, server, instance)))
-        return Stack(env, sim, dev, instance, database_url, tokens, tmp / "state" / "dagster" / env)
+        stack = Stack(env, sim, instance, database_url, tokens, tmp / "state" / "dagster" / env, environment, tmp)
+        created.append((env, (stack, server, instance)))
+        stack.start_dev()
+        return stack
 
     yield build
-    for env, (dev_cm, server, instance) in reversed(created):
-        dev_cm.__exit__(None, None, None)
+    for env, (stack, server, instance) in reversed(created):
+        stack.stop_dev()
         server.__exit__(None, None, None)
         instance.dispose()
         with connect(database_url, autocommit=True) as conn:

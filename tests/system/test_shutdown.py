@@ -1,0 +1,76 @@
+"""Graceful shutdown (ADR-0007): stopping the deployment mid-run loses nothing and leaves nothing STARTED."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from dagster import DagsterEventType, DagsterRunStatus
+
+from optima_pipelines import requests as outbox
+from optima_pipelines.timeutil import today_moscow
+from tests.system.test_concurrency import wait_until
+from wb_simulator import CabinetSpec
+
+pytestmark = pytest.mark.system
+
+
+def test_a_run_interrupted_by_a_stop_is_requeued_and_completes(stack_factory):  # type: ignore[no-untyped-def]
+    stack = stack_factory([CabinetSpec(id="s1", products=10, orders_per_day=40, history_days=20)], time_scale=60)
+    # Sales hang: the import is mid-run when the deployment stops.
+    stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=300)
+    with stack.warehouse() as conn:
+        request_id = outbox.create_request(
+            conn, "import-user-feeds", "s1", {"dateFrom": (today_moscow() - timedelta(days=3)).isoformat()}
+        )
+
+    def in_flight():  # type: ignore[no-untyped-def]
+        """The run of s1 that is mid-step (the increment the sensor launched at start, or the import)."""
+        for run in stack.instance.get_runs():
+            if run.status == DagsterRunStatus.STARTED and stack.instance.all_logs(
+                run.run_id, of_type=DagsterEventType.STEP_START
+            ):
+                return run.run_id
+        return None
+
+    wait_until(lambda: in_flight() is not None, 120, "a run of s1 to be mid-step", stack.dev)
+    interrupted = in_flight()
+    # The orders are in (their own transaction); the run now waits on sales.
+    with stack.warehouse() as conn:
+        wait_until(lambda: conn.execute("SELECT count(*) FROM wb_orders").fetchone()[0] > 0, 60, "orders")
+    stack.stop_dev()
+    assert stack.instance.get_run_by_id(interrupted).status != DagsterRunStatus.SUCCESS
+
+    stack.sim.faults.clear()
+    restarted = time.time()
+    stack.start_dev()
+
+    def request_done() -> bool:
+        with stack.warehouse() as conn:
+            return outbox.get_request(conn, request_id).status in ("succeeded", "failed")
+
+    wait_until(request_done, 180, "the user's import to finish after the restart", stack.dev)
+
+    def retried() -> list:  # type: ignore[type-arg]
+        return [r for r in stack.instance.get_runs() if r.parent_run_id == interrupted]
+
+    wait_until(
+        lambda: any(r.status == DagsterRunStatus.SUCCESS for r in retried()), 120, "the re-queued run", stack.dev
+    )
+    with stack.warehouse() as conn:
+        request = outbox.get_request(conn, request_id)
+        ours = {s for (s,) in conn.execute("SELECT sale_id FROM wb_sales WHERE cabinet_id = 's1'").fetchall()}
+    assert request.status == "succeeded", request.error
+    assert stack.instance.get_run_by_id(interrupted).status == DagsterRunStatus.FAILURE
+    sold = {
+        s["saleID"] for s in stack.sim.truth.sales("s1") if s["date"][:10] >= str(today_moscow() - timedelta(days=3))
+    }
+    assert sold <= ours
+    # Nothing of before the stop is left STARTED.
+    left = [
+        r.dagster_run.run_id
+        for r in stack.instance.get_run_records()
+        if r.dagster_run.status == DagsterRunStatus.STARTED and r.create_timestamp.timestamp() < restarted
+    ]
+    assert left == []
