@@ -583,3 +583,55 @@ def deployment(
         )
         instance = stack.enter_context(env.instance())
         yield Stack(env, dev, sim, instance)
+
+
+# --- history shaped like Dagster's own rows ------------------------------------------------------
+
+
+def fill_runs(conn: Any, dagster_schema: str, runs: int, cabinets: int, *, in_flight: bool = True) -> None:
+    """``runs`` runs over the last days in Dagster's run storage, with our tags, by bulk SQL: ~93 %
+    success, 5 % failure, 1 % canceled; with ``in_flight``, 300 queued and 6 running. Their
+    ``run_body`` is empty, so only SQL that reads the tables may see them (as /metrics does):
+    without ``in_flight`` Dagster's own API never loads one (it asks for queued or running runs)."""
+    from optima_pipelines.queues import QUEUES
+
+    runs_table, tags = sql.Identifier(dagster_schema, "runs"), sql.Identifier(dagster_schema, "run_tags")
+    active = "WHEN i <= 300 THEN 'QUEUED' WHEN i <= 306 THEN 'STARTED'" if in_flight else ""
+    conn.execute(
+        sql.SQL(
+            """
+            INSERT INTO {runs} (run_id, pipeline_name, status, run_body, create_timestamp, update_timestamp,
+                                start_time, end_time)
+            SELECT md5('run' || i)::uuid::text, '__ASSET_JOB',
+                   CASE {active} WHEN i %% 100 < 5 THEN 'FAILURE' WHEN i %% 100 = 5 THEN 'CANCELED' ELSE 'SUCCESS' END,
+                   '{{}}', t, t + interval '5 seconds',
+                   extract(epoch FROM t), extract(epoch FROM t) + 2 + (i %% 30)
+            FROM (SELECT i, localtimestamp - (i * interval '6 seconds') AS t FROM generate_series(1, %s) AS i) AS s
+            """
+        ).format(runs=runs_table, active=sql.SQL(active)),
+        (runs,),
+    )
+    queues = list(QUEUES)
+    conn.execute(
+        sql.SQL(
+            """
+            INSERT INTO {tags} (run_id, key, value)
+            SELECT md5('run' || i)::uuid::text, k, v
+            FROM generate_series(1, %(n)s) AS i,
+            LATERAL (VALUES
+                ('optima/queue', (%(queues)s::text[])[1 + i %% %(nq)s]),
+                ('optima/cabinet', 'cab-' || (1 + i %% %(nc)s)),
+                ('dagster/partition/cabinet', 'cab-' || (1 + i %% %(nc)s)),
+                ('dagster/partition/date', to_char(current_date - (i %% 30), 'YYYY-MM-DD')),
+                ('optima/trigger', 'schedule'),
+                ('dagster/priority', '0')
+            ) AS t(k, v)
+            UNION ALL
+            SELECT md5('run' || i)::uuid::text, 'optima/skipped', 'account-busy'
+            FROM generate_series(1, %(n)s) AS i WHERE i %% 50 = 7
+            """
+        ).format(tags=tags),
+        {"n": runs, "queues": queues, "nq": len(queues), "nc": cabinets},
+    )
+    conn.execute(sql.SQL("ANALYZE {}").format(runs_table))
+    conn.execute(sql.SQL("ANALYZE {}").format(tags))
