@@ -1,6 +1,6 @@
 """Benchmark: recompute the РНП of one cabinet, 90 days × 5,000 products, in SQL and in pandas.
 
-    python bench/rnp_recompute.py [--days 90] [--products 5000] [--server-url URL]
+    python bench/rnp_recompute.py [--quick] [--days 90] [--products 5000]
 
 Generates the cabinet's feeds in a scratch database (dropped at the end), then times what one
 re-aggregation run over the 90-day range does: the three rollups and the merge, set-based SQL in
@@ -9,30 +9,32 @@ PARTITIONS_PER_TRANSACTION days, statistics refreshed first as after any bulk lo
 fresh, as after a first import). The baseline, in the same run on the same data: the same rollup
 in pandas (read the feeds with COPY, compute, write the mart back with COPY), money as integer
 kopecks so that it is exact too. The two results' totals are compared before the timings are printed.
-
-The server is --server-url, else OPTIMA_TEST_DATABASE_URL, else an embedded PostgreSQL.
+Then one order of a day 20 days back is cancelled, as an increment would bring it, and the
+re-aggregation of that one (cabinet, day) is timed the same two ways.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
-import os
-import tempfile
+import sys
 import time
-import uuid
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import psycopg
 from psycopg import sql
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import harness
+from bench.harness import Bench, Option
 from optima_pipelines.assets.rnp import PARTITIONS_PER_TRANSACTION, TABLES, recompute_partitions
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import upgrade
-from optima_pipelines.db.urls import with_database
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.timeutil import today_moscow
 
@@ -113,15 +115,15 @@ def read_frame(conn: psycopg.Connection, query: str, params: dict) -> pd.DataFra
 
 
 def recompute_all(warehouse: Warehouse, pairs: list[tuple[str, date]], label: str) -> float:
-    print(f"  {label}:")
+    harness.say(f"    {label}:")
     total = 0.0
     for table in TABLES:
         t = time.perf_counter()
         stats = recompute_partitions(warehouse, table, pairs)
         took = time.perf_counter() - t
         total += took
-        print(f"    {table:<12} {took:6.2f} s  {stats.rows:>9,} rows, {stats.rows_changed:>9,} written")
-    print(f"    total        {total:6.2f} s")
+        harness.say(f"      {table:<12} {took:6.2f} s  {stats.rows:>9,} rows, {stats.rows_changed:>9,} written")
+    harness.say(f"      total        {total:6.2f} s")
     return total
 
 
@@ -274,76 +276,81 @@ def write_frame(conn: psycopg.Connection, mart: pd.DataFrame, first: date, last:
     return time.perf_counter() - t
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--days", type=int, default=90)
-    parser.add_argument("--products", type=int, default=5000)
-    parser.add_argument("--server-url", default=os.environ.get("OPTIMA_TEST_DATABASE_URL"))
-    args = parser.parse_args()
-
-    server = args.server_url
-    if not server:
-        from optima_pipelines.db.embedded import start_embedded
-
-        server = start_embedded(Path(tempfile.mkdtemp(prefix="rnp-bench-")))
-    name = f"rnp_bench_{uuid.uuid4().hex[:8]}"
-    with connect(server, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = with_database(server, name)
-    try:
-        run(url, args.days, args.products)
-    finally:
-        with connect(server, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+NAME = "rnp_recompute"
+TITLE = "РНП recompute of one cabinet (90 days × 5,000 products) and of one changed day: SQL vs pandas"
+OPTIONS = [
+    Option("days", 90, 10, "days of the cabinet's feeds"),
+    Option("products", 5000, 300, "products (nm_id) of the cabinet"),
+]
 
 
-def run(url: str, days: int, products: int) -> None:
-    upgrade(url, SCHEMA)
-    last = today_moscow()
-    first = last - timedelta(days=days - 1)
-    with connect(url, SCHEMA, autocommit=True) as conn:
-        t = time.perf_counter()
-        # Several statements with parameters: bound on the client.
-        with psycopg.ClientCursor(conn) as cur:
-            cur.execute(
-                GENERATE, {"cabinet": CABINET, "first": first, "last": last, "days": days, "products": products}
+def run(bench: Bench, opts: Any) -> None:
+    days, products = opts.days, opts.products
+    with bench.database("rnp_bench") as url:
+        upgrade(url, SCHEMA)
+        last = today_moscow()
+        first = last - timedelta(days=days - 1)
+        with connect(url, SCHEMA, autocommit=True) as conn:
+            t = time.perf_counter()
+            # Several statements with parameters: bound on the client.
+            with psycopg.ClientCursor(conn) as cur:
+                cur.execute(
+                    GENERATE, {"cabinet": CABINET, "first": first, "last": last, "days": days, "products": products}
+                )
+            counts = {
+                f: conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(f))).fetchone()[0]  # type: ignore[index]
+                for f in FEEDS
+            }
+            generated = time.perf_counter() - t
+        inputs = sum(counts.values())
+        harness.say(f"  1 cabinet × {days} days × {products} products; feeds generated in {generated:.1f} s: "
+                    + ", ".join(f"{k} {v:,}" for k, v in counts.items()) + f"; {inputs:,} input rows")  # fmt: skip
+
+        warehouse = Warehouse(database_url=url, env=SCHEMA.removeprefix("optima_"))
+        pairs = [(CABINET, first + timedelta(days=n)) for n in range(days)]
+        harness.say(f"  SQL in PostgreSQL (one run over the range; {PARTITIONS_PER_TRANSACTION} days per transaction):")
+        total_sql = recompute_all(warehouse, pairs, "first fill")
+        sql_load = harness.load_average()
+        with connect(url, SCHEMA, autocommit=True) as conn:
+            sql_totals = conn.execute(TOTALS).fetchone()
+            assert sql_totals is not None
+        again = recompute_all(warehouse, pairs, "again, nothing changed (rows are compared, not rewritten)")
+
+        # One changed day (a late cancellation, as an increment brings it): the re-aggregation of that
+        # one (cabinet, day), SQL against pandas doing the same day.
+        changed = last - timedelta(days=min(days - 1, 20))
+        with connect(url, SCHEMA, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE wb_orders SET is_cancel = NOT is_cancel, last_change_date = now() "
+                "WHERE ctid = (SELECT ctid FROM wb_orders WHERE cabinet_id = %s AND day = %s LIMIT 1)",
+                (CABINET, changed),
             )
-        counts = {
-            f: conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(f))).fetchone()[0]  # type: ignore[index]
-            for f in FEEDS
-        }
-        generated = time.perf_counter() - t
-    inputs = sum(counts.values())
-    print(f"rnp_recompute: 1 cabinet × {days} days × {products} products (PostgreSQL {server_version(url)})")
-    print(f"  feeds generated in {generated:.1f} s: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
-    print(f"  {inputs:,} input rows\n")
+        one_day = recompute_all(warehouse, [(CABINET, changed)], f"one changed day ({changed})")
+        with connect(url, SCHEMA, autocommit=True) as conn:
+            sql_totals = conn.execute(TOTALS).fetchone()
+            assert sql_totals is not None
+            harness.say(
+                "  pandas baseline (COPY out, groupby/merge with money in kopecks, replace rnp_daily's rows by COPY):"
+            )
+            mart, timings = pandas_rollup(conn, first, last)
+            timings["write"] = write_frame(conn, mart, first, last)
+            pd_load = harness.load_average()
+            compare(conn, sql_totals)
+            total_pd = sum(timings.values())
+            harness.say("  " + ", ".join(f"{step} {took:.2f} s" for step, took in timings.items()))
+            day_mart, day_timings = pandas_rollup(conn, changed, changed)
+            day_timings["write"] = write_frame(conn, day_mart, changed, changed)
+            compare(conn, sql_totals)
+            one_day_pd = sum(day_timings.values())
 
-    warehouse = Warehouse(database_url=url, env=SCHEMA.removeprefix("optima_"))
-    pairs = [(CABINET, first + timedelta(days=n)) for n in range(days)]
-    print(f"SQL in PostgreSQL (one run over the range; {PARTITIONS_PER_TRANSACTION} days per transaction):")
-    total_sql = recompute_all(warehouse, pairs, "first fill")
-    with connect(url, SCHEMA, autocommit=True) as conn:
-        rows = conn.execute("SELECT count(*) FROM rnp_daily").fetchone()[0]  # type: ignore[index]
-        sql_totals = conn.execute(TOTALS).fetchone()
-        assert sql_totals is not None
-    print(f"  → {rows / total_sql:,.0f} rnp_daily rows/s, {inputs / total_sql:,.0f} input rows/s")
-    again = recompute_all(warehouse, pairs, "again, nothing changed (rows are compared, not rewritten)")
-    print(f"  → {rows / again:,.0f} rnp_daily rows/s\n")
-    with connect(url, SCHEMA, autocommit=True) as conn:
-        print("pandas baseline (COPY out, groupby/merge with money in kopecks, replace rnp_daily's rows by COPY):")
-        mart, timings = pandas_rollup(conn, first, last)
-        timings["write"] = write_frame(conn, mart, first, last)
-        compare(conn, sql_totals)
-        total_pd = sum(timings.values())
-        for step, took in timings.items():
-            print(f"  {step:<12} {took:6.2f} s")
-        print(
-            f"  total        {total_pd:6.2f} s  → {len(mart) / total_pd:,.0f} rows/s, {inputs / total_pd:,.0f} input rows/s\n"
-        )
-    print(
-        f"one cabinet, {days} days × {products} products: SQL first fill {total_sql:.2f} s, "
-        f"SQL again {again:.2f} s; pandas {total_pd:.2f} s ({total_pd / total_sql:.2f}× the SQL first fill)"
-    )
+    size = f"{days} days × {products:,} products"
+    bench.figure(f"recompute one cabinet, {size}, first fill (SQL)", total_sql * 1000, "ms",
+                 baseline_name="pandas", baseline=total_pd * 1000, higher_is_better=False, load=sql_load,
+                 note=f"{inputs:,} input rows")  # fmt: skip
+    bench.figure(f"recompute one cabinet, {size}, nothing changed (SQL)", again * 1000, "ms",
+                 baseline_name="pandas", baseline=total_pd * 1000, higher_is_better=False, load=pd_load)  # fmt: skip
+    bench.figure("re-aggregate one changed day (SQL)", one_day * 1000, "ms",
+                 baseline_name="pandas, same day", baseline=one_day_pd * 1000, higher_is_better=False)  # fmt: skip
 
 
 def compare(conn: psycopg.Connection, sql_totals: tuple) -> None:
@@ -354,15 +361,10 @@ def compare(conn: psycopg.Connection, sql_totals: tuple) -> None:
             f"pandas and SQL disagree (rows, orders_sum, payout, ad_spend, stock): {pd_totals} != {sql_totals}"
         )
     rows, orders_sum, payout, ad_spend, _ = sql_totals
-    print(
+    harness.say(
         f"  results agree: {rows:,} rows, orders_sum {orders_sum:,.2f}, payout {payout:,.2f}, ad_spend {ad_spend:,.2f}"
     )
 
 
-def server_version(url: str) -> str:
-    with connect(url, autocommit=True) as conn:
-        return str(conn.execute("SHOW server_version").fetchone()[0]).split()[0]  # type: ignore[index]
-
-
 if __name__ == "__main__":
-    main()
+    harness.main(sys.modules[__name__])

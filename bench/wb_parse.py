@@ -12,33 +12,37 @@ Two ways to the same rows, measured in the same run on the same bytes:
 Both then produce COPY tuples (``order.copy_row()``). Both results are compared for equality before
 any figure is printed.
 
-    python bench/wb_parse.py [--rows 200000] [--repeat 3]
+    python bench/wb_parse.py [--quick] [--rows 200000] [--repeat 3]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
-import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import harness
+from bench.harness import Bench, Option
 from optima_pipelines.wb import Order
 
 
-def make_body(rows: int, seed: int = 1) -> bytes:
-    """WB's orders feed as WB sends it: camelCase, naive Moscow timestamps, money as JSON numbers."""
+def make_body(rows: int, seed: int = 1, offset: int = 0) -> bytes:
+    """WB's orders feed as WB sends it: camelCase, naive Moscow timestamps, money as JSON numbers.
+    Orders are numbered from ``offset`` (their srids differ from other pages')."""
     rng = random.Random(seed)
     start = datetime(2026, 5, 1)
     items = []
-    for i in range(rows):
-        date = start + timedelta(seconds=i * 37 + rng.randrange(30))
+    for i in range(offset, offset + rows):
+        date = start + timedelta(seconds=i * 7 + rng.randrange(7))
         total = rng.randrange(300, 20000)
         discount = rng.randrange(0, 70)
         with_disc = round(total * (100 - discount) / 100, 2)
@@ -164,44 +168,30 @@ def to_copy_rows(rows: list[Order]) -> list[tuple[Any, ...]]:
     return [r.copy_row() for r in rows]
 
 
-def best_of(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        started = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - started)
-    return best, result
+NAME = "wb_parse"
+TITLE = "WB client parse path: orders JSON → typed rows → COPY tuples, msgspec vs stdlib json"
+OPTIONS = [
+    Option("rows", 200_000, 20_000, "orders in the JSON body"),
+    Option("repeat", 3, 1, "timed repetitions (the best counts)"),
+]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args(argv)
-
-    body = make_body(args.rows)
-    print(f"{args.rows} WB orders, {len(body) / 1e6:.1f} MB of JSON; best of {args.repeat} runs each\n")
-
+def run(bench: Bench, opts: Any) -> None:
+    body = make_body(opts.rows)
+    harness.say(f"  {opts.rows:,} WB orders, {len(body) / 1e6:.1f} MB of JSON; best of {opts.repeat}")
     results = {}
-    for name, parse in (("stdlib json + manual", parse_stdlib), ("msgspec (client)", parse_msgspec)):
-        parse_s, _ = best_of(args.repeat, lambda parse=parse: parse(body))
-        total_s, copy_rows = best_of(args.repeat, lambda parse=parse: to_copy_rows(parse(body)))
+    for name, parse in (("stdlib", parse_stdlib), ("msgspec", parse_msgspec)):
+        parse_s, _ = harness.best_of(opts.repeat, lambda parse=parse: parse(body))
+        total_s, copy_rows = harness.best_of(opts.repeat, lambda parse=parse: to_copy_rows(parse(body)))
         results[name] = (parse_s, total_s, copy_rows)
-
-    baseline_rows = results["stdlib json + manual"][2]
-    if baseline_rows != results["msgspec (client)"][2]:
-        print("the two parsers disagree: no figures", file=sys.stderr)
-        return 1
-
-    base_parse, base_total, _ = results["stdlib json + manual"]
-    print(f"{'parser':<22} {'to rows s':>10} {'rows/s':>12} {'x':>6}   {'to COPY s':>10} {'rows/s':>12} {'x':>6}")
-    for name, (parse_s, total_s, _) in results.items():
-        print(
-            f"{name:<22} {parse_s:>10.3f} {args.rows / parse_s:>12,.0f} {base_parse / parse_s:>6.1f}"
-            f"   {total_s:>10.3f} {args.rows / total_s:>12,.0f} {base_total / total_s:>6.1f}"
-        )
-    return 0
+    if results["stdlib"][2] != results["msgspec"][2]:
+        raise RuntimeError("the two parsers disagree: no figures")
+    baseline = "stdlib json + validation by hand"
+    bench.figure(f"parse {opts.rows // 1000}k orders to typed rows (client, msgspec)", opts.rows / results["msgspec"][0],
+                 "rows/s", baseline_name=baseline, baseline=opts.rows / results["stdlib"][0], higher_is_better=True)  # fmt: skip
+    bench.figure(f"parse {opts.rows // 1000}k orders to COPY tuples (client, msgspec)", opts.rows / results["msgspec"][1],
+                 "rows/s", baseline_name=baseline, baseline=opts.rows / results["stdlib"][1], higher_is_better=True)  # fmt: skip
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.main(sys.modules[__name__])

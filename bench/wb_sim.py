@@ -1,36 +1,45 @@
 """How fast the WB simulator builds a big cabinet and pages its orders out.
 
-    python bench/wb_sim.py [--orders-per-day 2300] [--days 90]
+    python bench/wb_sim.py [--quick] [--orders-per-day 2300] [--days 90]
 
 Builds one cabinet of ~orders-per-day × days orders, then serves the flag=0 orders feed over real
-HTTP (in-process server on localhost) page by page to the end, and prints the figures. The baseline,
-measured in the same run, is the same pages encoded with the standard library's json instead of
-orjson (what the simulator uses).
+HTTP (in-process server on localhost) page by page to the end. Baselines, same run: one page
+encoded with the standard library's json instead of orjson (what the simulator uses), and the
+rate at which the simulator generates the cabinet's orders in the first place.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 import time
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import harness
+from bench.harness import Bench, Option
 from wb_simulator import CabinetSpec, Simulator, rows, serve
 
+NAME = "wb_sim"
+TITLE = "WB simulator: build a big cabinet and page its orders feed out over HTTP"
+OPTIONS = [
+    Option("orders-per-day", 2300, 300, "orders per day of the cabinet"),
+    Option("days", 90, 10, "days of history"),
+]
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--orders-per-day", type=int, default=2300)
-    parser.add_argument("--days", type=int, default=90)
-    args = parser.parse_args()
 
+def run(bench: Bench, opts: Any) -> None:
     started = time.perf_counter()
     sim = Simulator(
         seed=1,
-        cabinets=[CabinetSpec(id="big", products=200, orders_per_day=args.orders_per_day, history_days=args.days)],
+        cabinets=[CabinetSpec(id="big", products=200, orders_per_day=opts.orders_per_day, history_days=opts.days)],
         time_scale=1e6,
         now=datetime(2026, 8, 20, 12, 0),
     )
@@ -38,42 +47,32 @@ def main() -> None:
     cab = sim.cabinets["big"]
     t = sim.now_ts()
     keep = sim.retention_from(t)
+    harness.say(f"  cabinet: {len(cab.orders):,} orders generated in {build_s:.2f} s")
 
-    # Baseline vs orjson: encoding one full page of rows.
+    # Encoding one full page of rows: orjson (the simulator's) against the standard library's json.
     page = [rows.order_row(o, t) for o in cab.orders_changed_since(0, t, keep, 80_000)]
-    started = time.perf_counter()
-    std = json.dumps(page, ensure_ascii=False).encode()
-    std_s = time.perf_counter() - started
-    started = time.perf_counter()
-    fast = orjson.dumps(page)
-    orjson_s = time.perf_counter() - started
+    std_s, _ = harness.best_of(3, lambda: json.dumps(page, ensure_ascii=False).encode())
+    orjson_s, _ = harness.best_of(3, lambda: orjson.dumps(page))
 
     token = sim.token("big")
-    pages, total, date_from = [], 0, "2026-01-01"
+    pages, total, date_from = 0, 0, "2026-01-01"
     with serve(sim) as base, httpx.Client(base_url=base, headers={"Authorization": token}, timeout=120) as client:
         started = time.perf_counter()
-        while len(pages) < 20:
-            t0 = time.perf_counter()
+        while pages < 20:
             answer = client.get("/statistics/api/v1/supplier/orders", params={"dateFrom": date_from})
             body = orjson.loads(answer.content)
-            pages.append((len(body), time.perf_counter() - t0, len(answer.content)))
+            pages += 1
             if not body:
                 break
             total += len(body)
             date_from = body[-1]["lastChangeDate"]
         paging_s = time.perf_counter() - started
-
-    print(
-        f"cabinet: {len(cab.orders):,} orders generated ({args.orders_per_day}/day × {args.days} days) in {build_s:.2f} s"
-    )
-    print(f"feed: {total:,} rows in {len(pages)} requests over HTTP in {paging_s:.2f} s")
-    for i, (n, secs, size) in enumerate(pages, 1):
-        print(f"  page {i}: {n:>6,} rows  {size / 1e6:6.1f} MB  {secs:.2f} s")
-    print(
-        f"encode one {len(page):,}-row page: orjson {orjson_s * 1000:.0f} ms ({len(fast) / 1e6:.1f} MB) "
-        f"vs stdlib json {std_s * 1000:.0f} ms ({len(std) / 1e6:.1f} MB): {std_s / orjson_s:.1f}x"
-    )
+    bench.figure(f"encode one {len(page) // 1000}k-row orders page (orjson)", len(page) / orjson_s, "rows/s",
+                 baseline_name="stdlib json", baseline=len(page) / std_s, higher_is_better=True)  # fmt: skip
+    bench.figure(f"page the orders feed over HTTP ({total:,} rows, {pages} requests)", total / paging_s, "rows/s",
+                 baseline_name="generating the cabinet's orders", baseline=len(cab.orders) / build_s,
+                 higher_is_better=True)  # fmt: skip
 
 
 if __name__ == "__main__":
-    main()
+    harness.main(sys.modules[__name__])

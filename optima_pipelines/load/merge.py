@@ -90,12 +90,16 @@ def merge_rows(
     )
     insert_cols = sql.SQL(", ").join(map(ident, [*columns, *(["run_id"] if run_id is not None else [])]))
     select_cols = sql.SQL(", ").join([*map(ident, columns), *([sql.Literal(run_id)] if run_id is not None else [])])
-    returning = sql.SQL("(xmax = 0), {}").format(ident(day_column)) if day_column else sql.SQL("(xmax = 0), NULL")
+    day = ident(day_column) if day_column else sql.SQL("NULL::date")
+    # Duplicate keys within the load: the last row written (highest ctid) wins. The rows changed are
+    # counted per day in SQL: returning one row per merged row to Python costs more than the count.
     query = sql.SQL(
-        "INSERT INTO {table} ({insert_cols}) "
-        "SELECT DISTINCT ON ({keys}) {select_cols} FROM {stage} ORDER BY {keys}, ctid DESC "
-        "ON CONFLICT ({keys}) DO UPDATE SET {set_clause} WHERE {distinct} "
-        "RETURNING {returning}"
+        "WITH merged AS ("
+        " INSERT INTO {table} ({insert_cols})"
+        " SELECT DISTINCT ON ({keys}) {select_cols} FROM {stage} ORDER BY {keys}, ctid DESC"
+        " ON CONFLICT ({keys}) DO UPDATE SET {set_clause} WHERE {distinct}"
+        " RETURNING (xmax = 0) AS inserted, {day} AS day) "
+        "SELECT day, count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged GROUP BY day"
     ).format(
         table=ident(table),
         insert_cols=insert_cols,
@@ -104,17 +108,16 @@ def merge_rows(
         stage=ident(stage),
         set_clause=set_clause,
         distinct=distinct,
-        returning=returning,
+        day=day,
     )
     result = MergeResult(rows_staged=staged)
-    for inserted, day in conn.execute(query):
-        if inserted:
-            result.inserted += 1
-            if day is not None:
-                result.inserted_by_day[day] += 1
-        else:
-            result.updated += 1
-            if day is not None:
-                result.updated_by_day[day] += 1
+    for day_value, inserted, updated in conn.execute(query):
+        result.inserted += inserted
+        result.updated += updated
+        if day_value is not None:
+            if inserted:
+                result.inserted_by_day[day_value] = inserted
+            if updated:
+                result.updated_by_day[day_value] = updated
     conn.execute(sql.SQL("DROP TABLE {}").format(ident(stage)))
     return result

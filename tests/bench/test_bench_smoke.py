@@ -1,0 +1,90 @@
+"""The benchmarks' own code paths at a tiny size: they load, compare and report what they claim.
+
+No timing is asserted here (benchmarks time things, tests do not): each test checks that a
+benchmark produces its figures, each with a baseline from the same run, and that its internal
+checks hold (the same rows loaded every way, the same mart from SQL and pandas).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from bench import definitions_scale, harness, ingest, rnp_recompute, run_all
+
+
+def run_one(module, **sizes) -> harness.Bench:  # type: ignore[no-untyped-def]
+    opts = harness.resolve_options(argparse.Namespace(), module, quick=True)
+    for key, value in sizes.items():
+        setattr(opts, key, value)
+    bench = harness.Bench(quick=True)
+    bench.current = module.NAME
+    with bench:
+        module.run(bench, opts)
+    return bench
+
+
+def test_ingest_loads_the_same_rows_three_ways_and_reports_each_against_its_baseline() -> None:
+    bench = run_one(ingest, rows=[1500], pandas_max_rows=1500)
+    names = {f.name: f for f in bench.figures}
+    fresh = names["wb_orders fresh load, 1k rows (parse + merge)"]
+    assert fresh.baseline_name == "raw COPY into an unlogged table" and fresh.baseline and fresh.value > 0
+    assert names["wb_orders fresh load, 1k rows, vs pandas"].baseline_name == "pandas.DataFrame.to_sql"
+    assert "wb_orders re-run changing nothing, 1k rows" in names
+
+
+def test_ingest_refuses_figures_when_the_loaded_table_differs_from_the_raw_copy(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    real = ingest.copy_raw
+
+    def copy_one_row_less(env, tuples, cpu):  # type: ignore[no-untyped-def]
+        real(env, tuples[:-1], cpu)
+
+    monkeypatch.setattr(ingest, "copy_raw", copy_one_row_less)
+    with pytest.raises(RuntimeError, match="disagree"):
+        run_one(ingest, rows=[500], pandas_max_rows=0)
+
+
+def test_rnp_recompute_reports_sql_against_pandas_and_one_changed_day() -> None:
+    bench = run_one(rnp_recompute, days=3, products=20)
+    assert [f.baseline_name for f in bench.figures] == ["pandas", "pandas", "pandas, same day"]
+    assert all(f.value > 0 and f.baseline for f in bench.figures)
+
+
+def test_definitions_scale_ticks_every_registered_sensor_and_schedule() -> None:
+    from optima_pipelines.definitions import defs
+
+    bench = run_one(definitions_scale, cabinets=3, events=40, runs=20)
+    repo = defs.get_repository_def()
+    expected = {f"sensor {s.name}" for s in repo.sensor_defs} | {f"schedule {s.name}" for s in repo.schedule_defs}
+    ticked = {f.name.split(" tick,")[0] for f in bench.figures if " tick," in f.name}
+    assert ticked == expected
+    assert all(f.baseline for f in bench.figures)
+
+
+def test_results_and_table_name_the_machine_and_every_baseline(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(harness, "RESULTS_DIR", tmp_path)
+    bench = harness.Bench()
+    bench.current = "demo"
+    bench.figure("rows loaded", 200.0, "rows/s", baseline_name="raw COPY", baseline=400.0, higher_is_better=True)
+    bench.figure("recompute", 50.0, "ms", baseline_name="pandas", baseline=100.0, higher_is_better=False)
+    text = harness.table(bench.figures)
+    assert "raw COPY: 400 rows/s" in text and "2.0× worse" in text and "2.0× better" in text
+    info = harness.machine(bench.server_url)
+    path = harness.write_results(["demo"], info, bench, {})
+    body = json.loads(path.read_text())
+    assert body["machine"]["postgresql"] and body["machine"]["cores"] and body["machine"]["load_average_at_start"]
+    assert [f["ratio"] for f in body["figures"]] == [0.5, 0.5]
+    bench.__exit__(None, None, None)
+
+
+def test_run_all_names_an_unknown_benchmark(capsys) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit):
+        run_all.main(["--only", "ingest,nonsense"])
+    assert "unknown benchmark(s) nonsense" in capsys.readouterr().err
+
+
+def test_quantiles() -> None:
+    assert harness.quantile([3.0, 1.0, 2.0], 0.5) == 2.0
+    assert harness.quantile([float(i) for i in range(1, 101)], 0.95) == pytest.approx(95.05)
