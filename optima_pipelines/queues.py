@@ -68,6 +68,15 @@ ASSET_QUEUES: dict[str, str] = {
     "cabinet_status_summary": "example-jobs",
     "wb_orders": "digitization-sync",
     "wb_sales": "digitization-sync",
+    "wb_report_lines": "rnp-finance-sync",
+    "ad_campaigns": "rnp-ads-sync",
+    "ad_campaign_stats": "rnp-ads-sync",
+    "rnp_funnel_stats": "rnp-sections-sync",
+    "products": "catalog-sync",
+    "prices": "catalog-sync",
+    "price_history": "catalog-sync",
+    "stocks": "inventory-sync",
+    "kb_articles": "kb-wb-news-sync",
 }
 
 
