@@ -7,7 +7,7 @@ from dagster import AssetExecutionContext, Failure, MaterializeResult, asset, de
 
 from optima_pipelines.assets.wb_sync import DEFAULT_RETRY, fail_on_permanent
 from optima_pipelines.cabinets import get_token, list_cabinets
-from optima_pipelines.queues import queue_tags
+from optima_pipelines.queues import TAG_TRIGGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import news
@@ -38,7 +38,7 @@ def kb_articles(context: AssetExecutionContext, warehouse: Warehouse, wb: WbApi)
     with warehouse.connect() as conn:
         cabinets = [c.id for c in list_cabinets(conn, status="active") if c.has_token]
     client_for = news_client_factory(warehouse, wb)
-    trigger = "scheduled" if context.run.tags.get("optima/trigger") == "schedule" else "manual"
+    trigger = "scheduled" if context.run.tags.get(TAG_TRIGGER) == "schedule" else "manual"
     try:
         result = news.sync_news(
             warehouse.connect,

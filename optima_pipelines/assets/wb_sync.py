@@ -11,7 +11,7 @@
 """
 
 # No "from __future__ import annotations": Dagster reads op config and resource types from live annotations.
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import date
@@ -59,11 +59,13 @@ __all__ = [
     "CabinetSyncConfig",
     "SyncCall",
     "SyncJobSpec",
+    "cabinet_and_day",
     "cabinet_run_config",
     "cabinet_sync_job",
     "emit_cabinet",
     "emit_days",
     "fail_on_permanent",
+    "op_name",
     "partition_trigger",
     "run_cabinet_sync",
 ]
@@ -313,10 +315,3 @@ def cabinet_sync_job(spec: SyncJobSpec) -> JobDefinition:
         _op()
 
     return _job
-
-
-def iter_days(first: date, last: date) -> Iterator[date]:
-    day = first
-    while day <= last:
-        yield day
-        day = date.fromordinal(day.toordinal() + 1)

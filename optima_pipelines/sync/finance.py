@@ -106,23 +106,18 @@ def load_report(
             for page in client.iter_report_lines(date_from, date_to, period="daily", limit=limit, after_rrd_id=after):
                 run.requests += 1
                 run.fetched(line.day for line in page)
-                _store_api_page(conn, run, page)
-                if state_feed is not None:
-                    with conn.transaction():
-                        save_cursor(
-                            conn,
-                            cabinet_id,
-                            state_feed,
-                            {**window, "after_rrd_id": page[-1].rrd_id, "complete": False},
-                            run_id,
-                        )
+                with conn.transaction():  # the page and the cursor after it commit together
+                    _store_api_page(conn, run, page)
+                    if state_feed is not None:
+                        cursor = {**window, "after_rrd_id": page[-1].rrd_id, "complete": False}
+                        save_cursor(conn, cabinet_id, state_feed, cursor, run_id)
         except WbDeferred as deferred:
             finish(conn, [run], state_feed=state_feed, deferred=deferred)
             return run
-        if state_feed is not None:
-            with conn.transaction():
+        with conn.transaction():
+            if state_feed is not None:
                 save_cursor(conn, cabinet_id, state_feed, {**window, "after_rrd_id": 0, "complete": True}, run_id)
-        finish(conn, [run], state_feed=state_feed)
+            finish(conn, [run], state_feed=state_feed)
     return run
 
 
@@ -453,9 +448,8 @@ def _parse_rows(report: ParsedReport, frame: Any, header_index: int, columns: di
         number = i + 1
         parsed = [_cell(cells[j] if j is not None else None, column, number) for j, column in order]
         record = dict(zip((c.column for _, c in order), parsed, strict=True))
-        for name in ("seller_oper_name",):
-            if not record[name]:
-                raise InvalidInput(f"row {number}: «{_header(name)}» is empty")
+        if not record["seller_oper_name"]:
+            raise InvalidInput(f"row {number}: «{_header('seller_oper_name')}» is empty")
         day = _line_day(record, number)
         report.rows.append((None, day, *parsed))
         report.row_numbers.append(number)

@@ -140,8 +140,8 @@ def test_a_deferred_cycle_is_resumed_by_the_resume_sensor(wb, warehouse_conn, da
     from optima_pipelines.sensors.wb_sync import wb_sync_resume_sensor
 
     warehouse = Warehouse(database_url=os.environ["OPTIMA_DATABASE_URL"])
-    # WB's 20 s become 0.33 s here: longer than storing an answer takes, so the next request must wait.
-    with WbApi(warehouse=warehouse, time_scale=60).client("c2", max_wait_seconds=0) as client:
+    # WB's 20 s become 2 s here: longer than storing an answer takes, so the next request must wait.
+    with WbApi(warehouse=warehouse, time_scale=10).client("c2", max_wait_seconds=0) as client:
         first = ads.sync_ads(warehouse.connect, client, "c2", run_id=None, trigger="scheduled")
     stats_run = first[1]
     assert stats_run.deferred_until is not None and stats_run.requests == 1

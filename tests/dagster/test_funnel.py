@@ -91,7 +91,8 @@ def test_days_wb_would_make_wait_for_are_resumed(wb, warehouse_conn):
     days = [today_moscow() - timedelta(days=n) for n in range(6, 0, -1)]
     runs = []
     for _ in range(10):
-        with WbApi(warehouse=warehouse, time_scale=60).client("c1", max_wait_seconds=0) as client:
+        # WB's 20 s become 2 s: the burst of 3 goes at once, each request after it must wait.
+        with WbApi(warehouse=warehouse, time_scale=10).client("c1", max_wait_seconds=0) as client:
             run = funnel.sync_funnel(
                 warehouse.connect,
                 client,
