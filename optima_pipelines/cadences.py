@@ -124,6 +124,89 @@ def cadences() -> list[Cadence]:
             "40 2 * * *",
             "successful runs older than OPTIMA_RUN_RETENTION_DAYS",
         ),
+        *_sync_cadences(),
+    ]
+
+
+def _sync_cadences() -> list[Cadence]:
+    """The other WB syncs (issue 5): finance, ads, funnel, catalog, stocks, news, and their resumes."""
+    return [
+        Cadence(
+            "finance_sync_schedule",
+            "rnp-finance-sync",
+            "finance_sync",
+            "cron",
+            "0 5 * * *",
+            "active cabinets",
+            window_seconds=6 * 3600,
+        ),
+        Cadence(
+            "ads_sync_sensor",
+            "rnp-ads-sync",
+            "ads_sync",
+            "interval",
+            "every 5 min",
+            "active cabinets",
+            interval_seconds=300,
+            window_seconds=300,
+        ),
+        Cadence(
+            "funnel_sync_sensor",
+            "rnp-sections-sync",
+            "funnel_sync",
+            "interval",
+            "every 1 h",
+            "active cabinets",
+            interval_seconds=3600,
+            window_seconds=3600,
+        ),
+        Cadence(
+            "catalog_cards_schedule",
+            "catalog-sync",
+            "catalog_cards_sync",
+            "cron",
+            "0 4 * * *",
+            "active cabinets",
+            window_seconds=3 * 3600,
+        ),
+        Cadence(
+            "catalog_prices_sensor",
+            "catalog-sync",
+            "catalog_prices_sync",
+            "interval",
+            "every 30 min",
+            "active cabinets",
+            interval_seconds=1800,
+            window_seconds=1800,
+        ),
+        Cadence(
+            "inventory_sync_schedule",
+            "inventory-sync",
+            "inventory_sync",
+            "cron",
+            "0 * * * *",
+            "active cabinets",
+            window_seconds=3600,
+        ),
+        Cadence(
+            "news_sync_schedule",
+            "kb-wb-news-sync",
+            "news_sync",
+            "cron",
+            "15 */3 * * *",
+            "one run: the token of any active cabinet, the next one if WB rejects it",
+            window_seconds=3 * 3600,
+        ),
+        Cadence(
+            "wb_sync_resume_sensor",
+            "-",
+            None,
+            "interval",
+            "every 30 s",
+            "cabinets whose finance, ads, funnel, stocks or catalog sync WB paused, once the pause is over "
+            "(launches that sync's job)",
+            interval_seconds=30,
+        ),
     ]
 
 

@@ -8,6 +8,15 @@ from typing import Any
 from dagster import BetaWarning, Definitions, EnvVar, PreviewWarning, in_process_executor
 
 from optima_pipelines import logs
+from optima_pipelines.assets.ads import ad_campaign_stats, ad_campaigns, ads_sync_job
+from optima_pipelines.assets.autobidder import autobidder_sync_job
+from optima_pipelines.assets.catalog import (
+    catalog_cards_job,
+    catalog_full_job,
+    catalog_prices_job,
+    prices_and_history,
+    products,
+)
 from optima_pipelines.assets.digitization import (
     digitization_backfill_job,
     digitization_import_job,
@@ -16,6 +25,10 @@ from optima_pipelines.assets.digitization import (
     wb_sales,
 )
 from optima_pipelines.assets.example import cabinet_status_summary
+from optima_pipelines.assets.finance import finance_report_import_job, finance_sync_job, wb_report_lines
+from optima_pipelines.assets.funnel import funnel_sync_job, rnp_funnel_stats
+from optima_pipelines.assets.inventory import inventory_sync_job, stocks
+from optima_pipelines.assets.news import kb_articles, news_sync_job
 from optima_pipelines.assets.rnp import (
     rnp_ads,
     rnp_daily,
@@ -29,11 +42,18 @@ from optima_pipelines.jobs.partition_manager import partition_manager_job, parti
 from optima_pipelines.ops.retention import prune_runs_job, prune_runs_schedule
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
+from optima_pipelines.sensors.ads import ads_sync_sensor
 from optima_pipelines.sensors.cabinets import cabinet_partitions_sensor
+from optima_pipelines.sensors.catalog import catalog_cards_schedule, catalog_prices_sensor
 from optima_pipelines.sensors.digitization import digitization_backfill_schedule, digitization_increment_sensor
+from optima_pipelines.sensors.finance import finance_sync_schedule
+from optima_pipelines.sensors.funnel import funnel_sync_sensor
+from optima_pipelines.sensors.inventory import inventory_sync_schedule
+from optima_pipelines.sensors.news import news_sync_schedule
 from optima_pipelines.sensors.queue import account_busy_sensor, dead_run_sensor
 from optima_pipelines.sensors.requests import requests_sensor
 from optima_pipelines.sensors.rnp import rnp_merge_sync, rnp_reaggregate_sensor
+from optima_pipelines.sensors.wb_sync import wb_sync_resume_sensor
 
 # Dagster 1.13 itself passes `owners` when it binds a sensor's jobs, and warns about it on every
 # load of every process; nothing of ours uses owners.
@@ -47,23 +67,65 @@ warnings.filterwarnings("ignore", message="Specifying a partitions_def on an Ass
 # cabinet on each line, and never a token.
 logs.install()
 
-ASSETS = [wb_orders, wb_sales, rnp_sales, rnp_ads, rnp_finance, rnp_daily, cabinet_status_summary]
+ASSETS = [
+    # WB feeds
+    wb_orders,
+    wb_sales,
+    wb_report_lines,
+    ad_campaigns,
+    ad_campaign_stats,
+    rnp_funnel_stats,
+    products,
+    prices_and_history,
+    stocks,
+    kb_articles,
+    # the РНП mart
+    rnp_sales,
+    rnp_ads,
+    rnp_finance,
+    rnp_daily,
+    # the house template
+    cabinet_status_summary,
+]
 ASSET_CHECKS = [rnp_daily_checks]
 # Asset jobs and op jobs: Dagster's name for the union of the two is not public.
 JOBS: list[Any] = [
     digitization_increment_job,
     digitization_backfill_job,
     digitization_import_job,
+    finance_sync_job,
+    finance_report_import_job,
+    ads_sync_job,
+    autobidder_sync_job,
+    funnel_sync_job,
+    catalog_cards_job,
+    catalog_prices_job,
+    catalog_full_job,
+    inventory_sync_job,
+    news_sync_job,
     rnp_recompute_job,
     rnp_daily_check_job,
     partition_manager_job,
     prune_runs_job,
 ]
-SCHEDULES = [digitization_backfill_schedule, rnp_merge_sync, partition_manager_weekly, prune_runs_schedule]
+SCHEDULES = [
+    digitization_backfill_schedule,
+    finance_sync_schedule,
+    catalog_cards_schedule,
+    inventory_sync_schedule,
+    news_sync_schedule,
+    rnp_merge_sync,
+    partition_manager_weekly,
+    prune_runs_schedule,
+]
 SENSORS = [
     cabinet_partitions_sensor,
     requests_sensor,
     digitization_increment_sensor,
+    ads_sync_sensor,
+    funnel_sync_sensor,
+    catalog_prices_sensor,
+    wb_sync_resume_sensor,
     rnp_reaggregate_sensor,
     account_busy_sensor,
     dead_run_sensor,

@@ -72,6 +72,15 @@ ASSET_QUEUES: dict[str, str] = {
     "rnp_ads": "re-aggregate",
     "rnp_finance": "re-aggregate",
     "rnp_daily": "re-aggregate",
+    "wb_report_lines": "rnp-finance-sync",
+    "ad_campaigns": "rnp-ads-sync",
+    "ad_campaign_stats": "rnp-ads-sync",
+    "rnp_funnel_stats": "rnp-sections-sync",
+    "products": "catalog-sync",
+    "prices": "catalog-sync",
+    "price_history": "catalog-sync",
+    "stocks": "inventory-sync",
+    "kb_articles": "kb-wb-news-sync",
 }
 
 

@@ -14,12 +14,10 @@ from typing import Any
 from dagster import (
     AssetExecutionContext,
     AssetMaterialization,
-    Backoff,
     Config,
     DagsterInstance,
     DagsterRunStatus,
     Failure,
-    Jitter,
     MaterializeResult,
     MetadataValue,
     OpExecutionContext,
@@ -32,7 +30,7 @@ from dagster import (
 
 from optima_pipelines import requests as outbox
 from optima_pipelines.cabinets import get_cabinet
-from optima_pipelines.errors import DatabaseUnavailable, InvalidInput, OptimaError
+from optima_pipelines.errors import InvalidInput
 from optima_pipelines.partitions import CABINET_DAY, CABINET_DIM, CABINETS_NAME, DATE_DIM, cabinet_day_key
 from optima_pipelines.queues import (
     PRIORITY_SCHEDULED,
@@ -44,32 +42,17 @@ from optima_pipelines.queues import (
 )
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
+from optima_pipelines.retries import (
+    DEFAULT_RETRY,
+    INTERACTIVE_MAX_WAIT_SECONDS,
+    SCHEDULED_RETRY,
+    fail_on_permanent,
+)
 from optima_pipelines.sync import digitization as dg
 from optima_pipelines.timeutil import today_moscow
-from optima_pipelines.wb import WbError
 
 QUEUE = dg.QUEUE
 BACKFILL_TAG = "dagster/backfill"
-#: ADR-0007 defaults: 5 attempts with exponential backoff from 1 s; scheduled syncs 3 attempts.
-DEFAULT_RETRY = RetryPolicy(max_retries=4, delay=1, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
-SCHEDULED_RETRY = RetryPolicy(max_retries=2, delay=1, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
-#: A partition materialized by a person (UI, backfill, CLI) may wait out WB's 1-request-a-minute
-#: statistics limit rather than fail: it holds its cabinet's gate either way. Scheduled syncs
-#: defer instead (ADR-0051: never sleep more than 5 s in a worker).
-INTERACTIVE_MAX_WAIT_SECONDS = 75.0
-
-
-def _fail_on_permanent(exc: Exception, what: str) -> None:
-    """Turn a non-transient WB or input error into a Failure that is not retried.
-
-    Transient errors are left to the retry policy (ADR-0007): WB's 429/5xx/network trouble and a
-    lost or refused database connection (a restart, a failover)."""
-    if isinstance(exc, WbError) and getattr(exc, "is_transient", False):
-        return
-    if isinstance(exc, DatabaseUnavailable):
-        return
-    if isinstance(exc, WbError | OptimaError):
-        raise Failure(description=f"{what}: {exc}", allow_retries=False) from None
 
 
 def _day_metadata(run: dg.FeedRun, day: date) -> dict[str, Any]:
@@ -104,7 +87,7 @@ def _feed_asset(feed: dg.Feed, description: str):
                 run_id=context.run_id,
             )
         except Exception as exc:
-            _fail_on_permanent(exc, f"{feed.asset} {cabinet_id}|{day}")
+            fail_on_permanent(exc, f"{feed.asset} {cabinet_id}|{day}")
             raise
         if run.deferred_until is not None:
             raise Failure(
@@ -275,7 +258,7 @@ def _sync_op(mode: str, name: str, retry: RetryPolicy, description: str):
         try:
             result = _sync(context, config, warehouse, wb, mode)
         except Exception as exc:
-            _fail_on_permanent(exc, f"{name} of cabinet {config.cabinet_id}")
+            fail_on_permanent(exc, f"{name} of cabinet {config.cabinet_id}")
             raise
         context.log.info(f"{name} done: {result}")
 

@@ -90,7 +90,9 @@ def worker_alive(pids_and_times: Iterable[tuple[int, float]]) -> bool:
     does not count: it must have been started before it logged the run's event)."""
     for pid, logged_at in pids_and_times:
         try:
-            if psutil.Process(pid).create_time() <= logged_at + 1:
+            process = psutil.Process(pid)
+            # A killed worker its parent has not reaped yet lingers as a zombie: it is dead.
+            if process.status() != psutil.STATUS_ZOMBIE and process.create_time() <= logged_at + 1:
                 return True
         except psutil.Error:
             continue

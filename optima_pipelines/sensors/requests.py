@@ -34,9 +34,17 @@ from optima_pipelines.sensors.handlers import RequestHandler
 
 
 def _handlers() -> dict[str, RequestHandler]:
-    from optima_pipelines.sensors import digitization
+    from optima_pipelines.sensors import autobidder, catalog, digitization, finance
 
-    return {h.kind: h for h in [*digitization.REQUEST_HANDLERS]}
+    return {
+        h.kind: h
+        for h in [
+            *digitization.REQUEST_HANDLERS,
+            *finance.REQUEST_HANDLERS,
+            *autobidder.REQUEST_HANDLERS,
+            *catalog.REQUEST_HANDLERS,
+        ]
+    }
 
 
 HANDLERS = _handlers()

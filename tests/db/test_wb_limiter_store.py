@@ -85,7 +85,16 @@ TABLES = {
     "prices": Price,
 }
 #: Columns the loader fills itself: the cabinet, bookkeeping, and what only it knows.
-LOADER_COLUMNS = {"cabinet_id", "loaded_at", "run_id", "synced_at", "source", "request_id", "is_associated"}
+LOADER_COLUMNS = {
+    "cabinet_id",
+    "loaded_at",
+    "run_id",
+    "synced_at",
+    "source",
+    "request_id",
+    "is_associated",
+    "line_seq",  # numbers identical lines of a user's uploaded report (migration 0007)
+}
 
 
 @pytest.mark.parametrize("table", sorted(TABLES))

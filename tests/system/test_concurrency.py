@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
-from dagster import DagsterEventType, DagsterRunStatus, RunRecord
+from dagster import DagsterEventType, DagsterRunStatus, RunRecord, RunsFilter
 
 from optima_pipelines import requests as outbox
 from optima_pipelines.assets.digitization import feed_sync_run_config
@@ -118,7 +118,11 @@ def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore
             outbox.create_request(conn, "import-user-feeds", c, {"dateFrom": (today - timedelta(days=5)).isoformat()})
             for c in ("g1", "g2")
         ]
-    # 2. a UI backfill over two cabinets x three days, as the UI launches it
+    # 2. a UI backfill over two cabinets x three days, as the UI launches it (once the cabinet
+    # sensor has made the cabinets partitions, as a person would see them in the UI)
+    wait_until(
+        lambda: {"g3", "g4"} <= set(stack.instance.get_dynamic_partitions("cabinets")), 120, "cabinet partitions", dev
+    )
     backfill = dev.graphql(
         LAUNCH_BACKFILL,
         {
@@ -217,15 +221,22 @@ def test_a_user_request_overtakes_queued_scheduled_runs_and_stale_ones_are_skipp
     assert request.status == "succeeded", request.error
     user = stack.instance.get_run_record_by_id(request.run_id)
     assert user is not None
-    # Of the g1 runs that started after the user's run was created, the user's started first.
-    later = sorted(
-        (r.start_time, r.dagster_run.run_id)
+
+    # Of the g1 runs the queue let out after the user's run entered it, the user's came first.
+    def event_time(run_id: str, event_type: DagsterEventType) -> float | None:
+        logs = stack.instance.all_logs(run_id, of_type=event_type)
+        return logs[0].timestamp if logs else None
+
+    enqueued = event_time(user.dagster_run.run_id, DagsterEventType.RUN_ENQUEUED)
+    assert enqueued is not None
+    dequeued = sorted(
+        (at, r.dagster_run.run_id, r.dagster_run.job_name, r.dagster_run.tags.get("dagster/priority"))
         for r in records(stack)
         if r.dagster_run.tags.get(TAG_CABINET) == "g1"
-        and r.start_time
-        and r.start_time >= user.create_timestamp.timestamp()
+        and (at := event_time(r.dagster_run.run_id, DagsterEventType.RUN_STARTING)) is not None
+        and at >= enqueued
     )
-    assert later[0][1] == user.dagster_run.run_id, "a scheduled run started before the waiting user run"
+    assert dequeued[0][1] == user.dagster_run.run_id, f"let out before the waiting user run: {dequeued[:3]}"
 
     # Scheduled runs that waited past the 20-s cadence window are cancelled and marked account-busy.
     def flood_settled() -> bool:
@@ -292,7 +303,11 @@ def test_a_killed_run_releases_its_cabinet(slow_stack):  # type: ignore[no-untyp
 
 def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  # type: ignore[no-untyped-def]
     stack, dev = slow_stack, slow_stack.dev
-    penalty_simulated_s = 600  # 10 WB minutes = 30 s here (time scale 20)
+    # Let the start-up burst of every sync (ads, funnel, prices, ...) drain first.
+    wait_until(
+        lambda: not stack.instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.QUEUED])), 180, "an idle queue", dev
+    )
+    penalty_simulated_s = 1200  # 20 WB minutes = 60 s here (time scale 20)
     stack.sim.penalize("h2", "statistics.orders", penalty_simulated_s)
     began = time.time()
     wait_until(lambda: time.time() - began > penalty_simulated_s / 20 + INTERVAL_S, 120, "the penalty to pass")

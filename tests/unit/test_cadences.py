@@ -1,36 +1,99 @@
-"""The cadence registry is the one list of every schedule and sensor, and definitions.py follows it."""
+"""The cadence registry (cadences.py) is the original's schedule table (DESIGN.md §2) and what Dagster runs."""
+
+from __future__ import annotations
+
+import pytest
+from dagster import ScheduleDefinition, SensorDefinition
 
 from optima_pipelines.cadences import cadences
-from optima_pipelines.definitions import defs
+
+#: DESIGN.md §2 / issue 5, the cadence of each sync queue: (queue, job) → (kind, cadence, timezone).
+SYNC_TABLE = {
+    ("digitization-sync", "digitization_increment"): ("interval", "every 30 min", "Europe/Moscow"),
+    ("digitization-sync", "digitization_backfill"): ("cron", "0 3 * * *", "Europe/Moscow"),
+    ("rnp-finance-sync", "finance_sync"): ("cron", "0 5 * * *", "Europe/Moscow"),
+    ("rnp-ads-sync", "ads_sync"): ("interval", "every 5 min", "Europe/Moscow"),
+    ("rnp-sections-sync", "funnel_sync"): ("interval", "every 1 h", "Europe/Moscow"),
+    ("catalog-sync", "catalog_cards_sync"): ("cron", "0 4 * * *", "Europe/Moscow"),
+    ("catalog-sync", "catalog_prices_sync"): ("interval", "every 30 min", "Europe/Moscow"),
+    ("inventory-sync", "inventory_sync"): ("cron", "0 * * * *", "Europe/Moscow"),
+    ("kb-wb-news-sync", "news_sync"): ("cron", "15 */3 * * *", "Europe/Moscow"),
+}
+#: On demand, through request kinds: kind → (job, queue).
+ON_DEMAND = {
+    "autobidder-sync": ("autobidder_sync", "autobidder-sync"),
+    "import-user-report": ("finance_report_import", "digitization-sync"),
+    "import-user-feeds": ("digitization_import", "digitization-sync"),
+    "catalog-sync": ("catalog_full_sync", "catalog-sync"),
+}
+#: Cadence windows (how long a scheduled run may wait behind a busy cabinet before it is skipped).
+WINDOWS = {"ads_sync": 300, "finance_sync": 6 * 3600, "digitization_backfill": 3 * 3600}
 
 
-def test_every_schedule_and_sensor_is_registered_with_its_cadence():
+@pytest.fixture(scope="module")
+def registered():
+    from optima_pipelines.definitions import defs
+
     repo = defs.get_repository_def()
-    registry = {c.name: c for c in cadences()}
-    schedules = {s.name: s for s in repo.schedule_defs}
-    sensors = {s.name: s for s in repo.sensor_defs}
-    assert set(registry) == set(schedules) | set(sensors)
-    for name, schedule in schedules.items():
-        entry = registry[name]
-        assert (schedule.cron_schedule, schedule.execution_timezone) == (entry.cadence, entry.timezone), name
-        assert schedule.job_name == entry.job, name
-    for name, sensor in sensors.items():
-        entry = registry[name]
-        assert entry.kind != "cron", name
-        targets = {t.job_name for t in sensor.targets} if sensor.targets else set()
+    return {d.name: d for d in [*repo.schedule_defs, *repo.sensor_defs]}
+
+
+def test_every_sync_of_the_table_has_its_cadence():
+    by_job = {(c.queue, c.job): c for c in cadences()}
+    for (queue, job), (kind, cadence, timezone) in SYNC_TABLE.items():
+        entry = by_job.get((queue, job))
+        assert entry is not None, f"{queue} / {job} has no cadence"
+        assert (entry.kind, entry.timezone) == (kind, timezone), entry
+        if kind == "cron":
+            assert entry.cadence == cadence, entry
+        else:
+            number, unit = cadence.removeprefix("every ").split()
+            assert entry.interval_seconds == int(number) * {"min": 60, "h": 3600}[unit], entry
+    for job, window in WINDOWS.items():
+        assert next(c for c in cadences() if c.job == job).window_seconds == window
+
+
+def test_the_registry_is_what_definitions_register(registered):
+    entries = {c.name: c for c in cadences()}
+    assert set(entries) == set(registered), "every schedule and sensor is declared in cadences.py, and only those"
+    for name, entry in entries.items():
+        definition = registered[name]
+        if entry.kind == "cron":
+            assert isinstance(definition, ScheduleDefinition), name
+            assert (definition.cron_schedule, definition.execution_timezone) == (entry.cadence, entry.timezone), name
+        else:
+            assert isinstance(definition, SensorDefinition), name
+            assert definition.minimum_interval_seconds <= (entry.interval_seconds or 30), name
         if entry.job is not None:
-            assert entry.job in targets, (name, targets)
+            assert definition.job_name == entry.job, name
 
 
-def test_original_cron_cadences_are_kept():
+def test_on_demand_work_has_a_request_handler_with_its_job_and_queue():
+    from optima_pipelines.sensors.requests import HANDLERS
+
+    assert ON_DEMAND.items() <= {kind: (h.job.name, h.queue) for kind, h in HANDLERS.items()}.items()
+
+
+def test_the_sync_queues_are_tagged_for_the_concurrency_limit():
+    from optima_pipelines.queues import QUEUES
+
+    sync = {q.name for q in QUEUES.values() if q.sync}
+    assert sync == {
+        "digitization-sync",
+        "rnp-ads-sync",
+        "rnp-finance-sync",
+        "inventory-sync",
+        "catalog-sync",
+        "autobidder-sync",
+    }
+    scheduled = {c.queue for c in cadences() if c.job}
+    assert {"rnp-sections-sync", "kb-wb-news-sync"} <= scheduled - sync
+
+
+def test_the_mart_and_maintenance_keep_the_originals_crons():
     by_name = {c.name: c for c in cadences()}
-    assert (by_name["digitization_backfill_schedule"].cadence, by_name["digitization_backfill_schedule"].timezone) == (
-        "0 3 * * *",
-        "Europe/Moscow",
-    )
     assert (by_name["rnp_merge_sync"].cadence, by_name["rnp_merge_sync"].timezone) == ("0 6 * * *", "Europe/Moscow")
     assert (by_name["partition_manager_weekly"].cadence, by_name["partition_manager_weekly"].timezone) == (
         "0 3 * * 1",
         "UTC",
     )
-    assert by_name["digitization_increment_sensor"].interval_seconds == 1800

@@ -1,0 +1,78 @@
+"""WB news for the knowledge base (the `kb-wb-news-sync` queue, every 3 hours) → ``kb_articles``."""
+
+# No "from __future__ import annotations": Dagster reads op config and resource types from live annotations.
+from collections.abc import Callable
+
+from dagster import AssetExecutionContext, Failure, MaterializeResult, asset, define_asset_job
+
+from optima_pipelines.assets.wb_sync import DEFAULT_RETRY, fail_on_permanent
+from optima_pipelines.cabinets import get_token, list_cabinets
+from optima_pipelines.queues import TAG_TRIGGER, queue_tags
+from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.resources.wb import WbApi
+from optima_pipelines.sync import news
+from optima_pipelines.wb import PostgresLimiterStore, RateLimiter, WbClient, token_type_of
+
+
+def news_client_factory(warehouse: Warehouse, wb: WbApi) -> Callable[[str], WbClient]:
+    """Clients for news requests. Unlike ``WbApi.client`` they never resend a request themselves
+    (one attempt): every request must first take its one-a-minute slot (sync/news.py)."""
+    config = wb.config(max_wait_seconds=5.0).with_changes(max_attempts=1)
+    limiter = RateLimiter(PostgresLimiterStore(warehouse.connect))
+
+    def client_for(cabinet_id: str) -> WbClient:
+        with warehouse.connect() as conn:
+            token = get_token(conn, warehouse.cipher(), cabinet_id)
+        return WbClient(
+            cabinet_id, token, config=config, limiter=limiter, token_type=token_type_of(token) or "personal"
+        )
+
+    return client_for
+
+
+@asset(name=news.FEED, group_name="news", kinds={"postgres"}, retry_policy=DEFAULT_RETRY)
+def kb_articles(context: AssetExecutionContext, warehouse: Warehouse, wb: WbApi) -> MaterializeResult:
+    """WB's news for sellers (`GET /api/communications/v2/news`): header, text, publication time and
+    topics, for the knowledge base. Incremental by news id; read with any active cabinet's token (the
+    next one when WB rejects it), never more than one request a minute."""
+    with warehouse.connect() as conn:
+        cabinets = [c.id for c in list_cabinets(conn, status="active") if c.has_token]
+    client_for = news_client_factory(warehouse, wb)
+    trigger = "scheduled" if context.run.tags.get(TAG_TRIGGER) == "schedule" else "manual"
+    try:
+        result = news.sync_news(
+            warehouse.connect,
+            client_for,
+            cabinets,
+            run_id=context.run_id,
+            trigger=trigger,
+            time_scale=wb.config().time_scale,
+        )
+    except news.NoNewsToken as exc:
+        raise Failure(description=str(exc), allow_retries=False) from None
+    except Exception as exc:
+        fail_on_permanent(exc, "WB news")
+        raise
+    run = result.run
+    assert run is not None
+    context.log.info(f"news: {result.summary()}")
+    return MaterializeResult(
+        metadata={
+            "rows_fetched": run.rows_fetched,
+            "rows_inserted": run.merge.inserted,
+            "rows_updated": run.merge.updated,
+            "wb_requests": run.requests,
+            "token_of_cabinet": run.cabinet_id,
+            "rejected_tokens_of": ", ".join(result.rejected) or "none",
+            "paused_until": result.paused_until.isoformat() if result.paused_until else "",
+            "trigger": trigger,
+        }
+    )
+
+
+news_sync_job = define_asset_job(
+    "news_sync",
+    selection=[kb_articles],
+    tags=queue_tags(news.QUEUE),
+    description="WB's news into the knowledge base, incremental by id, one request a minute at most.",
+)

@@ -1,0 +1,208 @@
+"""Ad campaigns and their statistics (the original's `rnp-ads-sync` queue, and the on-demand `autobidder-sync`).
+
+A sync refreshes the cabinet's campaigns with their products and current bids
+(``GET /api/advert/v2/adverts`` → ``ad_campaigns``, ``ad_campaign_products``), then loads
+``GET /adv/v3/fullstats`` for the campaigns WB serves statistics for (statuses 7, 9, 11), ≤ 50
+campaigns a request, per campaign, Moscow day, app and product → ``ad_campaign_stats``. WB also
+lists products a campaign did not advertise but sold through it ("associated" products): they are
+kept, with ``is_associated`` set, so that they can be told apart.
+
+fullstats allows one request per 20 s (3 a minute, burst 1): a run sends what the limiter lets it
+send without waiting more than a few seconds, stores each answer with the list of chunks still to
+load (sync_state feed ``ads``), and defers; the resume sensor runs it again when WB allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date, timedelta
+
+import psycopg
+
+from optima_pipelines.load import merge_rows
+from optima_pipelines.sync.runs import Connect, SyncRun, finish
+from optima_pipelines.sync.state import get_state, save_cursor
+from optima_pipelines.timeutil import today_moscow
+from optima_pipelines.wb import AdStat, Campaign, WbClient, WbDeferred
+
+QUEUE = "rnp-ads-sync"
+STATS_FEED = "ad_campaign_stats"
+CAMPAIGNS_FEED = "ad_campaigns"
+STATE_FEED = "ads"
+#: The scheduled sync reloads today and the two days before (WB revises recent days).
+WINDOW_DAYS = 3
+#: Campaign statuses WB serves statistics for: finished, active, paused.
+STAT_STATUSES = (7, 9, 11)
+CHUNK = 50
+
+CAMPAIGN_COLUMNS = ("cabinet_id", *Campaign.COLUMNS)
+PRODUCT_COLUMNS = ("cabinet_id", *Campaign.PRODUCT_COLUMNS)
+STATS_COLUMNS = ("cabinet_id", *AdStat.COLUMNS, "is_associated")
+
+
+def ads_window(today: date | None = None) -> tuple[date, date]:
+    today = today or today_moscow()
+    return today - timedelta(days=WINDOW_DAYS - 1), today
+
+
+def stat_chunks(campaigns: Sequence[Campaign]) -> list[list[int]]:
+    """The fullstats requests of a cycle: campaign ids WB serves statistics for, ≤ 50 a request."""
+    ids = sorted(c.id for c in campaigns if c.status in STAT_STATUSES)
+    return [ids[i : i + CHUNK] for i in range(0, len(ids), CHUNK)]
+
+
+def load_campaigns(
+    connect: Connect, client: WbClient, cabinet_id: str, *, run_id: str | None, trigger: str, queue: str = QUEUE
+) -> tuple[SyncRun, list[Campaign]]:
+    """Refresh the cabinet's campaigns and their products (with bids), in one transaction.
+
+    A product no longer in a listed campaign is removed from it; campaigns WB stops listing are
+    kept (their statistics stay meaningful)."""
+    run = SyncRun(queue, CAMPAIGNS_FEED, cabinet_id, run_id, trigger)
+    campaigns = client.list_campaigns()
+    run.requests += 1
+    products = [row for c in campaigns for row in c.product_rows()]
+    run.fetched([None] * (len(campaigns) + len(products)))
+    with connect() as conn, conn.transaction():
+        run.merge += merge_rows(
+            conn,
+            "ad_campaigns",
+            CAMPAIGN_COLUMNS,
+            ("cabinet_id", "advert_id"),
+            [(cabinet_id, *c.copy_row()) for c in campaigns],
+            day_column=None,
+        )
+        run.merge += merge_rows(
+            conn,
+            "ad_campaign_products",
+            PRODUCT_COLUMNS,
+            ("cabinet_id", "advert_id", "nm_id"),
+            [(cabinet_id, *row) for row in products],
+            day_column=None,
+        )
+        gone = conn.execute(
+            """DELETE FROM ad_campaign_products p
+               WHERE p.cabinet_id = %s AND p.advert_id = ANY(%s)
+                 AND (p.advert_id, p.nm_id) NOT IN (SELECT * FROM unnest(%s::bigint[], %s::bigint[]))
+               RETURNING 1""",
+            (cabinet_id, [c.id for c in campaigns], [r[0] for r in products], [r[1] for r in products]),
+        ).fetchall()
+        run.deleted([None] * len(gone))
+    return run, campaigns
+
+
+def _advertised(conn: psycopg.Connection, cabinet_id: str) -> set[tuple[int, int]]:
+    rows = conn.execute("SELECT advert_id, nm_id FROM ad_campaign_products WHERE cabinet_id = %s", (cabinet_id,))
+    return {(a, n) for a, n in rows.fetchall()}
+
+
+def load_stats(
+    connect: Connect,
+    client: WbClient,
+    cabinet_id: str,
+    chunks: list[list[int]],
+    begin: date,
+    end: date,
+    *,
+    run_id: str | None,
+    trigger: str,
+    queue: str = QUEUE,
+    state_feed: str | None = None,
+    only_day: date | None = None,
+) -> SyncRun:
+    """fullstats for each chunk over [begin, end], each answer merged with the chunks still to go.
+
+    ``only_day`` keeps the rows of that day only (a partition run). With ``state_feed`` the pending
+    chunks are saved after every answer, so a deferred cycle resumes where it stopped."""
+    run = SyncRun(queue, STATS_FEED, cabinet_id, run_id, trigger)
+    window = {"begin": begin.isoformat(), "end": end.isoformat()}
+    with connect() as conn:
+        advertised = _advertised(conn, cabinet_id)
+        try:
+            for i, chunk in enumerate(chunks):
+                stats = client.fullstats(chunk, begin, end)
+                run.requests += 1
+                if only_day is not None:
+                    stats = [s for s in stats if s.day == only_day]
+                run.fetched(s.day for s in stats)
+                rows = [(cabinet_id, *s.copy_row(), (s.advert_id, s.nm_id) not in advertised) for s in stats]
+                with conn.transaction():
+                    run.merge += merge_rows(
+                        conn,
+                        STATS_FEED,
+                        STATS_COLUMNS,
+                        ("cabinet_id", "advert_id", "day", "app_type", "nm_id"),
+                        rows,
+                        run_id=run_id,
+                    )
+                    if state_feed is not None:
+                        save_cursor(conn, cabinet_id, state_feed, {**window, "pending": chunks[i + 1 :]}, run_id)
+        except WbDeferred as deferred:
+            finish(conn, [run], state_feed=state_feed, deferred=deferred)
+            return run
+        finish(conn, [run], state_feed=state_feed)
+    return run
+
+
+def sync_ads(
+    connect: Connect,
+    client: WbClient,
+    cabinet_id: str,
+    *,
+    run_id: str | None,
+    trigger: str,
+    queue: str = QUEUE,
+    state_feed: str | None = STATE_FEED,
+    today: date | None = None,
+) -> list[SyncRun]:
+    """The 5-minute sync (and the on-demand one): campaigns, then the statistics of the window.
+
+    A cycle left unfinished by a deferral (pending chunks saved for the same window) is finished
+    first; otherwise a new cycle covers every campaign WB serves statistics for."""
+    begin, end = ads_window(today)
+    campaigns_run, campaigns = load_campaigns(connect, client, cabinet_id, run_id=run_id, trigger=trigger, queue=queue)
+    chunks = stat_chunks(campaigns)
+    if state_feed is not None:
+        with connect() as conn:
+            cursor = get_state(conn, cabinet_id, state_feed).cursor or {}
+        if cursor.get("pending") and (cursor.get("begin"), cursor.get("end")) == (begin.isoformat(), end.isoformat()):
+            chunks = cursor["pending"]
+    stats_run = load_stats(
+        connect,
+        client,
+        cabinet_id,
+        chunks,
+        begin,
+        end,
+        run_id=run_id,
+        trigger=trigger,
+        queue=queue,
+        state_feed=state_feed,
+    )
+    with connect() as conn, conn.transaction():
+        campaigns_run.record(conn)
+    return [campaigns_run, stats_run]
+
+
+def load_stats_day(
+    connect: Connect, client: WbClient, cabinet_id: str, day: date, *, run_id: str | None, trigger: str
+) -> list[SyncRun]:
+    """One `cabinet|day` partition: the campaigns, then that day's statistics of every campaign.
+
+    WB refuses a period that is only today; asking from the day before and keeping the day's rows
+    works for today too."""
+    campaigns_run, campaigns = load_campaigns(connect, client, cabinet_id, run_id=run_id, trigger=trigger)
+    with connect() as conn, conn.transaction():
+        campaigns_run.record(conn)
+    stats_run = load_stats(
+        connect,
+        client,
+        cabinet_id,
+        stat_chunks(campaigns),
+        day - timedelta(days=1),
+        day,
+        run_id=run_id,
+        trigger=trigger,
+        only_day=day,
+    )
+    return [campaigns_run, stats_run]

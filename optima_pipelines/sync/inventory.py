@@ -1,0 +1,62 @@
+"""Stocks on WB's warehouses (the original's `inventory-sync` queue) → ``stocks``, one snapshot per Moscow day.
+
+WB keeps no stock history (``POST /api/analytics/v1/stocks-report/wb-warehouses`` answers with
+what is there now), so each hourly snapshot replaces the current Moscow day's rows: the day keeps
+its last snapshot, and earlier days keep theirs. The snapshot is read completely (every page)
+before anything is written, then written in one transaction: rows that changed are updated, rows
+no longer in the snapshot (a size sold out of a warehouse) are removed.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+from optima_pipelines.load import merge_rows
+from optima_pipelines.sync.runs import Connect, SyncRun, finish
+from optima_pipelines.timeutil import today_moscow
+from optima_pipelines.wb import Stock, WbClient, WbDeferred
+
+QUEUE = "inventory-sync"
+FEED = "stocks"
+STATE_FEED = "stocks"
+COLUMNS = ("cabinet_id", "day", *Stock.COLUMNS)
+KEY = ("cabinet_id", "day", "nm_id", "chrt_id", "warehouse_id")
+
+
+def sync_stocks(
+    connect: Connect, client: WbClient, cabinet_id: str, *, run_id: str | None, trigger: str, day: date | None = None
+) -> SyncRun:
+    """Take a snapshot now and make it the day's (``day``: today in Moscow unless given, for tests)."""
+    run = SyncRun(QUEUE, FEED, cabinet_id, run_id, trigger)
+    day = day or today_moscow()
+    snapshot: list[Stock] = []
+    with connect() as conn:
+        try:
+            for page in client.iter_stocks():
+                run.requests += 1
+                snapshot.extend(page)
+        except WbDeferred as deferred:
+            finish(conn, [run], state_feed=STATE_FEED, deferred=deferred)
+            return run
+        run.fetched([day] * len(snapshot))
+        with conn.transaction():
+            run.merge += merge_rows(
+                conn, FEED, COLUMNS, KEY, [(cabinet_id, day, *s.copy_row()) for s in snapshot], run_id=run_id
+            )
+            gone = conn.execute(
+                """DELETE FROM stocks s
+                   WHERE s.cabinet_id = %s AND s.day = %s
+                     AND (s.nm_id, s.chrt_id, s.warehouse_id) NOT IN (
+                         SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]))
+                   RETURNING s.day""",
+                (
+                    cabinet_id,
+                    day,
+                    [s.nm_id for s in snapshot],
+                    [s.chrt_id for s in snapshot],
+                    [s.warehouse_id for s in snapshot],
+                ),
+            ).fetchall()
+            run.deleted(d for (d,) in gone)
+            finish(conn, [run], state_feed=STATE_FEED)  # the figures commit with the snapshot
+    return run

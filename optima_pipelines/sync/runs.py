@@ -1,0 +1,185 @@
+"""What one sync of one feed for one cabinet did, and the bookkeeping every WB sync shares.
+
+The finance report, ads, the funnel, the catalog, stocks and news each return ``SyncRun``s: rows
+fetched and merged per business day, rows removed, deferral, and (finance) the days whose РНП
+rollups the written lines affect. Assets turn them into materializations and run metadata, and
+``finish`` records them for /metrics (``ops.records.record_feed_sync``) in the transaction that
+also marks the sync state, so figures and state commit together.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from optima_pipelines.errors import OptimaError
+from optima_pipelines.load import MergeResult
+from optima_pipelines.ops.records import record_feed_sync
+from optima_pipelines.sync.state import mark_deferred, mark_success
+from optima_pipelines.wb import WbDeferred
+
+Connect = Callable[[], psycopg.Connection]
+
+#: Triggers as materialization metadata and /metrics know them (docs/ARCHITECTURE.md).
+TRIGGERS = ("scheduled", "user_import", "backfill", "manual")
+
+_SQL_DIR = Path(__file__).resolve().parent / "sql"
+
+
+@cache
+def sql_file(name: str) -> str:
+    """The text of ``sync/sql/<name>.sql`` (packaged by setup.py's ``**/*.sql``)."""
+    return (_SQL_DIR / f"{name}.sql").read_text()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class SyncRun:
+    """One feed (a table / asset) of one sync run for one cabinet."""
+
+    queue: str
+    feed: str
+    cabinet_id: str
+    run_id: str | None
+    trigger: str
+    started_at: datetime = field(default_factory=_now)
+    rows_fetched: int = 0
+    requests: int = 0
+    merge: MergeResult = field(default_factory=MergeResult)
+    fetched_by_day: Counter[date] = field(default_factory=Counter)
+    deleted_by_day: Counter[date] = field(default_factory=Counter)
+    rows_deleted: int = 0
+    #: Finance: line day -> the Moscow days of the changed lines' source orders (else the line's day).
+    affected: dict[date, set[date]] = field(default_factory=dict)
+    deferred_until: datetime | None = None
+    deferred_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.trigger not in TRIGGERS:
+            raise ValueError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
+
+    def fetched(self, days: Iterable[date | None]) -> None:
+        """Count fetched rows (one per item of ``days``; None for rows without a business day)."""
+        n = 0
+        for day in days:
+            n += 1
+            if day is not None:
+                self.fetched_by_day[day] += 1
+        self.rows_fetched += n
+
+    def deleted(self, days: Iterable[date | None]) -> None:
+        for day in days:
+            self.rows_deleted += 1
+            if day is not None:
+                self.deleted_by_day[day] += 1
+
+    @property
+    def changed_days(self) -> set[date]:
+        return self.merge.changed_days | set(self.deleted_by_day)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.merge.inserted or self.merge.updated or self.rows_deleted)
+
+    def day_metadata(self, day: date) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "rows_fetched": self.fetched_by_day.get(day, 0),
+            "rows_inserted": self.merge.inserted_by_day.get(day, 0),
+            "rows_updated": self.merge.updated_by_day.get(day, 0),
+            "rows_deleted": self.deleted_by_day.get(day, 0),
+        }
+        if day in self.affected:
+            meta["affected_days"] = sorted(d.isoformat() for d in self.affected[day])
+        return meta
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "rows_fetched": self.rows_fetched,
+            "rows_inserted": self.merge.inserted,
+            "rows_updated": self.merge.updated,
+            "rows_deleted": self.rows_deleted,
+            "wb_requests": self.requests,
+            "changed_days": sorted(d.isoformat() for d in self.changed_days),
+            "deferred_until": self.deferred_until.isoformat() if self.deferred_until else None,
+        }
+
+    def record(self, conn: psycopg.Connection, *, status: str = "success", error: str | None = None) -> None:
+        """This sync's figures for /metrics, in the caller's transaction."""
+        record_feed_sync(
+            conn,
+            queue=self.queue,
+            feed=self.feed,
+            cabinet_id=self.cabinet_id,
+            run_id=self.run_id,
+            trigger=self.trigger,
+            started_at=self.started_at,
+            status=status,
+            rows_fetched=self.rows_fetched,
+            rows_inserted=self.merge.inserted,
+            rows_updated=self.merge.updated,
+            changed_days=self.changed_days,
+            error=error,
+        )
+
+
+def finish(
+    conn: psycopg.Connection,
+    runs: Iterable[SyncRun],
+    *,
+    state_feed: str | None,
+    deferred: WbDeferred | None = None,
+) -> None:
+    """End a sync in one transaction: mark its state (success, or the deferral) and record its figures.
+
+    With ``deferred``, every run is marked deferred until WB's ``resume_at`` (the resume sensor
+    launches the job again then) and what was merged so far stays committed.
+    """
+    runs = list(runs)
+    with conn.transaction():
+        if state_feed is not None and runs:
+            cabinet_id = runs[0].cabinet_id
+            if deferred is not None:
+                mark_deferred(conn, cabinet_id, state_feed, deferred.resume_at, str(deferred))
+            else:
+                mark_success(conn, cabinet_id, state_feed, runs[0].run_id)
+        for run in runs:
+            if deferred is not None:
+                run.deferred_until, run.deferred_reason = deferred.resume_at, str(deferred)
+            run.record(conn)
+
+
+def record_failure(connect: Connect, runs: Iterable[SyncRun], error: BaseException) -> None:
+    """A failed sync's figures, in a fresh transaction after its rollback; never raises over the error."""
+    try:
+        with connect() as conn, conn.transaction():
+            for run in runs:
+                run.record(conn, status="failure", error=f"{error.__class__.__name__}: {error}")
+    except (psycopg.Error, OptimaError):
+        pass  # the figures are lost, not the reason: the run fails with the original error
+
+
+def due_resumes_by_feed(conn: psycopg.Connection, feeds: list[str], now: datetime) -> dict[tuple[str, str], datetime]:
+    """(cabinet, feed) → resume_at, for the syncs of these feeds WB paused and may resume now."""
+    rows = conn.execute(
+        "SELECT cabinet_id, feed, resume_at FROM sync_state WHERE feed = ANY(%s) AND resume_at <= %s",
+        (feeds, now),
+    ).fetchall()
+    return {(cabinet, feed): at for cabinet, feed, at in rows}
+
+
+def paused_cabinets(conn: psycopg.Connection, feeds: list[str], now: datetime) -> set[str]:
+    """Cabinets with one of these syncs paused by WB until later than ``now``: they resume on their own."""
+    rows = conn.execute(
+        "SELECT DISTINCT cabinet_id FROM sync_state WHERE feed = ANY(%s) AND resume_at > %s", (feeds, now)
+    ).fetchall()
+    return {r[0] for r in rows}

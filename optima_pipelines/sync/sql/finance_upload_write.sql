@@ -1,0 +1,14 @@
+-- The staged upload's new lines into wb_report_lines, under a synthetic negative rrd_id derived
+-- from (fingerprint, number), so that uploading the same report again finds its own lines and
+-- changes nothing. Only lines whose values differ are rewritten. {columns}, {set_clause}, {old}
+-- and {new} are filled in by sync/finance.py (identifiers only).
+INSERT INTO wb_report_lines AS t ({columns}, rrd_id, line_seq, source, request_id, run_id)
+SELECT {columns},
+       -(('x' || substr(md5(line_key || ':' || line_seq), 1, 15))::bit(60)::bigint),
+       line_seq, 'user_report', %(request_id)s, %(run_id)s
+FROM _report_upload
+WHERE NOT known
+ON CONFLICT (cabinet_id, rrd_id) DO UPDATE
+SET {set_clause}, request_id = EXCLUDED.request_id, run_id = EXCLUDED.run_id, loaded_at = now()
+WHERE ({old}) IS DISTINCT FROM ({new})
+RETURNING (xmax = 0) AS inserted, rrd_id, day
