@@ -26,6 +26,8 @@ from optima_pipelines.timeutil import MOSCOW_TZ_NAME
 #: Tags Dagster puts on a run over a range of partitions (a backfill with a single-run policy).
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
+#: Tag Dagster puts on every run of a backfill (its id).
+BACKFILL_TAG = "dagster/backfill"
 
 CABINET_DIM = "cabinet"
 DATE_DIM = "date"

@@ -16,10 +16,10 @@ from typing import Any
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, build_sensor_context
 
-from optima_pipelines.assets.wb_sync import cabinet_run_config
 from optima_pipelines.cabinets import add_cabinet
 from optima_pipelines.definitions import RESOURCES, defs
 from optima_pipelines.partitions import CABINETS_NAME
+from optima_pipelines.runconfig import cabinet_run_config
 from optima_pipelines.secrets import TokenCipher, load_key
 from optima_pipelines.timeutil import MOSCOW
 from wb_simulator import CabinetSpec, Simulator, serve

@@ -31,7 +31,7 @@ from dagster import (
 from optima_pipelines import requests as outbox
 from optima_pipelines.cabinets import get_cabinet
 from optima_pipelines.errors import InvalidInput
-from optima_pipelines.partitions import CABINET_DAY, CABINET_DIM, CABINETS_NAME, DATE_DIM, cabinet_day_key
+from optima_pipelines.partitions import BACKFILL_TAG, CABINET_DAY, CABINET_DIM, CABINETS_NAME, DATE_DIM, cabinet_day_key
 from optima_pipelines.queues import (
     PRIORITY_SCHEDULED,
     PRIORITY_USER,
@@ -48,11 +48,11 @@ from optima_pipelines.retries import (
     SCHEDULED_RETRY,
     fail_on_permanent,
 )
+from optima_pipelines.runconfig import op_name
 from optima_pipelines.sync import digitization as dg
 from optima_pipelines.timeutil import today_moscow
 
 QUEUE = dg.QUEUE
-BACKFILL_TAG = "dagster/backfill"
 
 
 def _day_metadata(run: dg.FeedRun, day: date) -> dict[str, Any]:
@@ -267,18 +267,18 @@ def _sync_op(mode: str, name: str, retry: RetryPolicy, description: str):
 
 increment_op = _sync_op(
     "increment",
-    "digitization_increment_op",
+    op_name("digitization_increment"),
     SCHEDULED_RETRY,
     "Orders and sales changed since the stored cursor (flag=0).",
 )
 backfill_op = _sync_op(
     "backfill",
-    "digitization_backfill_op",
+    op_name("digitization_backfill"),
     SCHEDULED_RETRY,
     "WB's change feed over the last window_days (default 90) days.",
 )
 import_op = _sync_op(
-    "import", "digitization_import_op", DEFAULT_RETRY, "A user's feed import: everything from date_from to today."
+    "import", op_name("digitization_import"), DEFAULT_RETRY, "A user's feed import: everything from date_from to today."
 )
 
 
@@ -298,15 +298,3 @@ def digitization_backfill_job() -> None:
 )
 def digitization_import_job() -> None:
     import_op()
-
-
-_OP_OF_JOB = {
-    digitization_increment_job.name: increment_op.name,
-    digitization_backfill_job.name: backfill_op.name,
-    digitization_import_job.name: import_op.name,
-}
-
-
-def feed_sync_run_config(job_name: str, cabinet_id: str, **config: Any) -> dict[str, Any]:
-    """Run config of a digitization job for one cabinet (what sensors, schedules and the demo pass)."""
-    return {"ops": {_OP_OF_JOB[job_name]: {"config": {"cabinet_id": cabinet_id, **config}}}}

@@ -31,14 +31,14 @@ from dagster import (
 )
 
 from optima_pipelines import requests as outbox
-from optima_pipelines.assets.digitization import BACKFILL_TAG
 from optima_pipelines.cabinets import get_cabinet
 from optima_pipelines.logs import get_logger
-from optima_pipelines.partitions import CABINET_DIM, CABINETS_NAME, DATE_DIM, cabinet_day_key
+from optima_pipelines.partitions import BACKFILL_TAG, CABINET_DIM, CABINETS_NAME, DATE_DIM, cabinet_day_key
 from optima_pipelines.queues import PRIORITY_USER, TAG_TRIGGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.retries import DEFAULT_RETRY, INTERACTIVE_MAX_WAIT_SECONDS, SCHEDULED_RETRY, fail_on_permanent
+from optima_pipelines.runconfig import op_name
 from optima_pipelines.settings import load_settings
 from optima_pipelines.sync.runs import SyncRun, record_failure
 from optima_pipelines.sync.state import mark_deferred
@@ -53,12 +53,10 @@ __all__ = [
     "SyncCall",
     "SyncJobSpec",
     "cabinet_and_day",
-    "cabinet_run_config",
     "cabinet_sync_job",
     "emit_cabinet",
     "emit_days",
     "fail_on_permanent",
-    "op_name",
     "partition_trigger",
     "run_cabinet_sync",
 ]
@@ -70,15 +68,6 @@ class CabinetSyncConfig(Config):
     cabinet_id: str
     #: The request row a run serves (set by the requests sensor).
     request_id: int | None = None
-
-
-def op_name(job_name: str) -> str:
-    return f"{job_name}_op"
-
-
-def cabinet_run_config(job_name: str, cabinet_id: str, **config: Any) -> dict[str, Any]:
-    """Run config of a cabinet sync job (what schedules, sensors and requests pass)."""
-    return {"ops": {op_name(job_name): {"config": {"cabinet_id": cabinet_id, **config}}}}
 
 
 def run_trigger(tags: dict[str, str], user_trigger: str) -> str:

@@ -17,6 +17,7 @@ import click
 from optima_pipelines import cabinets as repo
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.queues import TAG_TRIGGER, queue_tags
+from optima_pipelines.runconfig import cabinet_run_config
 from optima_pipelines.runtime import Deployment, open_deployment
 from optima_pipelines.timeutil import today_moscow
 
@@ -92,7 +93,7 @@ def demo_cmd(days: int, cabinets: int, seed: int) -> None:
             os.environ["OPTIMA_WB_BASE_URL"] = base_url
             os.environ["OPTIMA_WB_TIME_SCALE"] = str(setup.time_scale)
 
-            from optima_pipelines.assets.digitization import QUEUE, digitization_backfill_job, feed_sync_run_config
+            from optima_pipelines.assets.digitization import QUEUE, digitization_backfill_job
             from optima_pipelines.assets.rnp import rnp_recompute_job
             from optima_pipelines.definitions import defs
             from optima_pipelines.partitions import CABINETS_NAME, RANGE_END_TAG, RANGE_START_TAG, cabinet_day_key
@@ -104,7 +105,7 @@ def demo_cmd(days: int, cabinets: int, seed: int) -> None:
                 instance.add_dynamic_partitions(CABINETS_NAME, setup.cabinet_ids())
                 for cabinet_id in setup.cabinet_ids():
                     result = sync.execute_in_process(
-                        run_config={**feed_sync_run_config(sync.name, cabinet_id, window_days=days - 1), **QUIET},
+                        run_config={**cabinet_run_config(sync.name, cabinet_id, window_days=days - 1), **QUIET},
                         instance=instance,
                         tags={**queue_tags(QUEUE, cabinet_id=cabinet_id), TAG_TRIGGER: "demo"},
                         raise_on_error=False,

@@ -24,7 +24,6 @@ from optima_pipelines.assets.digitization import (
     digitization_backfill_job,
     digitization_import_job,
     digitization_increment_job,
-    feed_sync_run_config,
 )
 from optima_pipelines.cabinets import get_cabinet
 from optima_pipelines.cadences import cadence
@@ -33,6 +32,7 @@ from optima_pipelines.fanout import active_cabinets, busy_cabinets, plan_fanout
 from optima_pipelines.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
 from optima_pipelines.requests import Request
 from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.runconfig import cabinet_run_config
 from optima_pipelines.sensors.handlers import RequestHandler
 from optima_pipelines.sync.digitization import WB_HORIZON_DAYS
 from optima_pipelines.sync.state import due_resumes
@@ -49,7 +49,7 @@ def _run_request(
     return RunRequest(
         run_key=run_key,
         job_name=job_name,
-        run_config=feed_sync_run_config(job_name, cabinet_id, **(extra_config or {})),
+        run_config=cabinet_run_config(job_name, cabinet_id, **(extra_config or {})),
         tags={
             **queue_tags(QUEUE, cabinet_id=cabinet_id, priority=PRIORITY_SCHEDULED),
             TAG_TRIGGER: "schedule",
@@ -158,7 +158,7 @@ def validate_import_request(conn: psycopg.Connection, request: Request, today: d
     earliest = today - timedelta(days=WB_HORIZON_DAYS)
     if date_from < earliest:
         raise InvalidInput(f"dateFrom {date_from} is before WB's 90-day horizon (earliest {earliest})")
-    return feed_sync_run_config(
+    return cabinet_run_config(
         digitization_import_job.name, request.cabinet_id, date_from=date_from.isoformat(), request_id=request.id
     )
 

@@ -38,12 +38,12 @@ from optima_pipelines.assets.catalog import catalog_cards_job, catalog_prices_jo
 from optima_pipelines.assets.finance import finance_sync_job
 from optima_pipelines.assets.funnel import funnel_sync_job
 from optima_pipelines.assets.inventory import inventory_sync_job
-from optima_pipelines.assets.wb_sync import cabinet_run_config
 from optima_pipelines.cadences import cadence
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.fanout import FanoutPlan, active_cabinets, busy_cabinets, plan_fanout
 from optima_pipelines.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.runconfig import cabinet_run_config
 from optima_pipelines.sync import ads, catalog, finance, funnel, inventory
 from optima_pipelines.sync.runs import due_resumes_by_feed, paused_cabinets
 from optima_pipelines.timeutil import MOSCOW

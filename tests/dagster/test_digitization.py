@@ -10,10 +10,10 @@ import pytest
 from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, build_sensor_context, materialize
 
 from optima_pipelines import requests as outbox
-from optima_pipelines.assets.digitization import feed_sync_run_config
 from optima_pipelines.cabinets import add_cabinet
 from optima_pipelines.definitions import RESOURCES, defs
 from optima_pipelines.partitions import CABINETS_NAME
+from optima_pipelines.runconfig import cabinet_run_config
 from optima_pipelines.secrets import TokenCipher, load_key
 from optima_pipelines.timeutil import MOSCOW, today_moscow
 from wb_simulator import CabinetSpec, Simulator, serve
@@ -94,7 +94,7 @@ def latest_storage_id(instance) -> int:
 def run_job(name: str, instance, cabinet: str, tags: dict | None = None, **config):
     job = defs.get_job_def(name)
     return job.execute_in_process(
-        run_config=feed_sync_run_config(name, cabinet, **config), instance=instance, tags=tags or {}
+        run_config=cabinet_run_config(name, cabinet, **config), instance=instance, tags=tags or {}
     )
 
 
@@ -169,7 +169,7 @@ def test_a_bad_token_fails_the_run_clearly_without_leaking(wb, warehouse_conn, d
     set_token(warehouse_conn, TokenCipher(load_key(settings)), "c1", token)
     job = defs.get_job_def("digitization_increment")
     result = job.execute_in_process(
-        run_config=feed_sync_run_config("digitization_increment", "c1"),
+        run_config=cabinet_run_config("digitization_increment", "c1"),
         instance=dagster_instance,
         raise_on_error=False,
     )

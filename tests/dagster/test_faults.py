@@ -17,11 +17,11 @@ import pytest
 from dagster import DagsterEventType
 from psycopg import sql
 
-from optima_pipelines.assets.digitization import feed_sync_run_config
 from optima_pipelines.cabinets import add_cabinet, set_token
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import upgrade
 from optima_pipelines.definitions import defs
+from optima_pipelines.runconfig import cabinet_run_config
 from optima_pipelines.secrets import TokenCipher, load_key
 from optima_pipelines.timeutil import MOSCOW
 from wb_simulator import CabinetSpec, Simulator, serve
@@ -82,7 +82,7 @@ def clean_checksum(wb, database_url, settings, dagster_instance, monkeypatch) ->
 def run(instance, raise_on_error: bool = True):  # type: ignore[no-untyped-def]
     job = defs.get_job_def(JOB)
     return job.execute_in_process(
-        run_config=feed_sync_run_config(JOB, CABINET), instance=instance, raise_on_error=raise_on_error
+        run_config=cabinet_run_config(JOB, CABINET), instance=instance, raise_on_error=raise_on_error
     )
 
 

@@ -21,8 +21,8 @@ import pytest
 from dagster import DagsterEventType, DagsterRunStatus, RunRecord, RunsFilter
 
 from optima_pipelines import requests as outbox
-from optima_pipelines.assets.digitization import feed_sync_run_config
 from optima_pipelines.queues import TAG_CABINET, TAG_QUEUE_CLASS, TAG_SKIPPED
+from optima_pipelines.runconfig import cabinet_run_config
 from optima_pipelines.timeutil import today_moscow
 from wb_simulator import CabinetSpec
 
@@ -149,7 +149,7 @@ def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore
     launched = subprocess.run(
         [sys.executable, "-m", "optima_pipelines.cli", "dagster", "job", "launch", "-m", "optima_pipelines.definitions",
          "-j", "digitization_increment",
-         "--config-json", __import__("json").dumps(feed_sync_run_config("digitization_increment", "g5"))],
+         "--config-json", __import__("json").dumps(cabinet_run_config("digitization_increment", "g5"))],
         capture_output=True, text=True, timeout=120, env={**os.environ, **dev.env},
     )  # fmt: skip
     assert launched.returncode == 0, launched.stderr[-2000:]
@@ -201,7 +201,7 @@ def test_a_user_request_overtakes_queued_scheduled_runs_and_stale_ones_are_skipp
         launch_run(
             dev,
             "digitization_increment",
-            feed_sync_run_config("digitization_increment", "g1"),
+            cabinet_run_config("digitization_increment", "g1"),
             {"optima/trigger": "schedule", "optima/window": f"flood-{i}"},
         )
         for i in range(20)

@@ -57,12 +57,12 @@ def test_demo_loads_the_simulated_cabinets_and_prints_them(optima_env, warehouse
 
 KILLABLE_RUN = textwrap.dedent(
     """
-    from optima_pipelines.assets.digitization import feed_sync_run_config
+    from optima_pipelines.runconfig import cabinet_run_config
     from optima_pipelines.definitions import defs
     from dagster import DagsterInstance
     job = defs.get_job_def("digitization_increment")
     with DagsterInstance.get() as instance:
-        job.execute_in_process(run_config=feed_sync_run_config(job.name, "k1"), instance=instance)
+        job.execute_in_process(run_config=cabinet_run_config(job.name, "k1"), instance=instance)
     """
 )
 
@@ -100,13 +100,11 @@ def test_a_load_killed_midway_leaves_whole_pages_and_a_rerun_converges(
         assert warehouse_conn.execute("SELECT count(*) FROM wb_sales").fetchone()[0] == 0
 
         sim.faults.clear()
-        from optima_pipelines.assets.digitization import feed_sync_run_config
         from optima_pipelines.definitions import defs
+        from optima_pipelines.runconfig import cabinet_run_config
 
         job = defs.get_job_def("digitization_increment")
-        assert job.execute_in_process(
-            run_config=feed_sync_run_config(job.name, "k1"), instance=dagster_instance
-        ).success
+        assert job.execute_in_process(run_config=cabinet_run_config(job.name, "k1"), instance=dagster_instance).success
         ours = {r[0] for r in warehouse_conn.execute("SELECT sale_id FROM wb_sales").fetchall()}
         assert ours == {s["saleID"] for s in sim.truth.sales("k1")}
         for day in (today_moscow() - timedelta(days=d) for d in (1, 10, 40)):
