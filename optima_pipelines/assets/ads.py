@@ -104,7 +104,12 @@ def ad_campaign_stats(context: AssetExecutionContext, warehouse: Warehouse, wb: 
 
 def _scheduled(call: SyncCall) -> list[SyncRun]:
     return ads.sync_ads(
-        call.warehouse.connect, call.client(), call.cabinet_id, run_id=call.run_id, trigger=call.trigger
+        call.warehouse.connect,
+        call.client(),
+        call.cabinet_id,
+        run_id=call.run_id,
+        trigger=call.trigger,
+        days=call.config.window_days,
     )
 
 

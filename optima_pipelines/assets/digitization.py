@@ -137,8 +137,9 @@ wb_sales = _feed_asset(
 
 class FeedSyncConfig(Config):
     cabinet_id: str
-    #: First Moscow day to load (imports); None: the stored cursor (increment) or window_days back.
+    #: First Moscow day to load (imports); None: the stored cursor (increment) or the window.
     date_from: str | None = None
+    #: Days to load, today included (the nightly backfill: WB's 90).
     window_days: int | None = None
     request_id: int | None = None
 
@@ -249,7 +250,7 @@ def _window_first_day(config: FeedSyncConfig, today: date) -> date:
             return date.fromisoformat(config.date_from)
         except ValueError:
             raise InvalidInput(f"date_from {config.date_from!r} is not a date (YYYY-MM-DD)") from None
-    return today - timedelta(days=config.window_days or dg.WB_HORIZON_DAYS)
+    return today - timedelta(days=(config.window_days or dg.WB_HORIZON_DAYS) - 1)
 
 
 def _sync_op(mode: str, name: str, retry: RetryPolicy, description: str):

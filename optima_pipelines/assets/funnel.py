@@ -60,7 +60,7 @@ def _hourly(call: SyncCall) -> list[SyncRun]:
             call.warehouse.connect,
             call.client(),
             call.cabinet_id,
-            funnel.funnel_window(),
+            funnel.funnel_window(days=call.config.window_days),
             run_id=call.run_id,
             trigger=call.trigger,
             state_feed=funnel.STATE_FEED,

@@ -29,6 +29,7 @@ from dagster import (
     job,
     op,
 )
+from pydantic import Field
 
 from optima_pipelines import requests as outbox
 from optima_pipelines.cabinets import get_cabinet
@@ -68,6 +69,9 @@ class CabinetSyncConfig(Config):
     cabinet_id: str
     #: The request row a run serves (set by the requests sensor).
     request_id: int | None = None
+    #: Days back to cover, today included, for the syncs that work on a window of days (ads, the
+    #: funnel): None is their cadence's own window; more catches up a new cabinet (the demo does).
+    window_days: int | None = Field(default=None, ge=1, le=31)
 
 
 def run_trigger(tags: dict[str, str], user_trigger: str) -> str:

@@ -16,7 +16,7 @@ import click
 
 from optima_pipelines import cabinets as repo
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.queues import TAG_TRIGGER, queue_tags
+from optima_pipelines.queues import TAG_QUEUE, TAG_TRIGGER, queue_tags
 from optima_pipelines.runconfig import cabinet_run_config
 from optima_pipelines.runtime import Deployment, open_deployment
 from optima_pipelines.timeutil import today_moscow
@@ -93,24 +93,29 @@ def demo_cmd(days: int, cabinets: int, seed: int) -> None:
             os.environ["OPTIMA_WB_BASE_URL"] = base_url
             os.environ["OPTIMA_WB_TIME_SCALE"] = str(setup.time_scale)
 
-            from optima_pipelines.assets.digitization import QUEUE, digitization_backfill_job
             from optima_pipelines.assets.rnp import rnp_recompute_job
             from optima_pipelines.definitions import defs
             from optima_pipelines.partitions import CABINETS_NAME, RANGE_END_TAG, RANGE_START_TAG, cabinet_day_key
 
             first_day = today_moscow() - timedelta(days=days - 1)
-            sync = defs.get_job_def(digitization_backfill_job.name)
             rnp = defs.get_job_def(rnp_recompute_job.name)
             with DagsterInstance.get() as instance:
                 instance.add_dynamic_partitions(CABINETS_NAME, setup.cabinet_ids())
                 for cabinet_id in setup.cabinet_ids():
-                    result = sync.execute_in_process(
-                        run_config={**cabinet_run_config(sync.name, cabinet_id, window_days=days - 1), **QUIET},
-                        instance=instance,
-                        tags={**queue_tags(QUEUE, cabinet_id=cabinet_id), TAG_TRIGGER: "demo"},
-                        raise_on_error=False,
-                    )
-                    _check(result, f"the sync of {cabinet_id}")
+                    # Every feed the РНП reads, as its schedules would load them, over the demo's days.
+                    for job_name, config in _feeds(days):
+                        job = defs.get_job_def(job_name)
+                        result = job.execute_in_process(
+                            run_config={**cabinet_run_config(job_name, cabinet_id, **config), **QUIET},
+                            instance=instance,
+                            tags={
+                                **job.tags,
+                                **queue_tags(job.tags[TAG_QUEUE], cabinet_id=cabinet_id),
+                                TAG_TRIGGER: "demo",
+                            },
+                            raise_on_error=False,
+                        )
+                        _check(result, f"{job_name} of {cabinet_id}")
                     # The РНП of the loaded days, as the re-aggregation sensor would request it.
                     result = rnp.execute_in_process(
                         run_config=QUIET,
@@ -124,10 +129,25 @@ def demo_cmd(days: int, cabinets: int, seed: int) -> None:
                         raise_on_error=False,
                     )
                     _check(result, f"the РНП of {cabinet_id}")
-                    click.echo(f"synced {cabinet_id} and rebuilt its РНП")
+                    click.echo(
+                        f"synced {cabinet_id} (orders, sales, finance report, ads, funnel, stocks) and rebuilt its РНП"
+                    )
             print_summary(dep, setup.cabinet_ids(), first_day)
     click.echo("")
     click.echo(f"done in {time.monotonic() - started:.0f} s. `optima-pipelines dev` shows these runs and partitions.")
+
+
+def _feeds(days: int) -> list[tuple[str, dict]]:
+    """The sync jobs the demo runs per cabinet, with the config that covers its days."""
+    return [
+        # Orders of WB's whole 90 days, as the nightly backfill loads them: report lines of the demo's
+        # days whose orders are older still find their order's day.
+        ("digitization_backfill", {"window_days": 90}),
+        ("finance_sync", {}),  # the last 14 days of the realization report, as nightly
+        ("ads_sync", {"window_days": days}),
+        ("funnel_sync", {"window_days": days}),
+        ("inventory_sync", {}),  # today's stocks snapshot
+    ]
 
 
 def _check(result, what: str) -> None:  # type: ignore[no-untyped-def]

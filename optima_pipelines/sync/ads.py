@@ -40,9 +40,10 @@ PRODUCT_COLUMNS = ("cabinet_id", *Campaign.PRODUCT_COLUMNS)
 STATS_COLUMNS = ("cabinet_id", *AdStat.COLUMNS, "is_associated")
 
 
-def ads_window(today: date | None = None) -> tuple[date, date]:
+def ads_window(today: date | None = None, days: int | None = None) -> tuple[date, date]:
+    """The days a cycle covers: today and the days before (WINDOW_DAYS, or ``days`` to catch up)."""
     today = today or today_moscow()
-    return today - timedelta(days=WINDOW_DAYS - 1), today
+    return today - timedelta(days=(days or WINDOW_DAYS) - 1), today
 
 
 def stat_chunks(campaigns: Sequence[Campaign]) -> list[list[int]]:
@@ -154,12 +155,14 @@ def sync_ads(
     queue: str = QUEUE,
     state_feed: str | None = STATE_FEED,
     today: date | None = None,
+    days: int | None = None,
 ) -> list[SyncRun]:
-    """The 5-minute sync (and the on-demand one): campaigns, then the statistics of the window.
+    """The 5-minute sync (and the on-demand one): campaigns, then the statistics of the window
+    (``days`` back, today included; default WINDOW_DAYS; fullstats serves up to 31 days a request).
 
     A cycle left unfinished by a deferral (pending chunks saved for the same window) is finished
     first; otherwise a new cycle covers every campaign WB serves statistics for."""
-    begin, end = ads_window(today)
+    begin, end = ads_window(today, days)
     campaigns_run, campaigns = load_campaigns(connect, client, cabinet_id, run_id=run_id, trigger=trigger, queue=queue)
     chunks = stat_chunks(campaigns)
     if state_feed is not None:

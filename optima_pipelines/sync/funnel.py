@@ -32,9 +32,10 @@ WINDOW_DAYS = 3
 COLUMNS = ("cabinet_id", *FunnelDay.COLUMNS)
 
 
-def funnel_window(today: date | None = None) -> list[date]:
+def funnel_window(today: date | None = None, days: int | None = None) -> list[date]:
+    """Today and the days before (WINDOW_DAYS, or ``days`` to catch up), oldest first."""
     today = today or today_moscow()
-    return [today - timedelta(days=n) for n in range(WINDOW_DAYS - 1, -1, -1)]
+    return [today - timedelta(days=n) for n in range((days or WINDOW_DAYS) - 1, -1, -1)]
 
 
 def funnel_day(product: FunnelProduct, day: date) -> FunnelDay | None:
