@@ -32,6 +32,17 @@ def truth_by_day(sim: Simulator, cabinet: str, day) -> dict[str, tuple]:
     return {o["srid"]: (Decimal(str(o["totalPrice"])), o["isCancel"]) for o in sim.truth.orders(cabinet, day)}
 
 
+def sync_started(env: str, conn, cabinet: str) -> datetime:
+    """When the demo's orders sync of this cabinet started (its run in Dagster's storage)."""
+    row = conn.execute(
+        f"SELECT r.start_time FROM dagster_{env}.runs r JOIN dagster_{env}.run_tags t ON t.run_id = r.run_id"
+        " WHERE r.pipeline_name = 'digitization_backfill' AND t.key = 'optima/cabinet' AND t.value = %s",
+        (cabinet,),
+    ).fetchone()
+    assert row is not None and row[0], f"no orders sync of {cabinet} in Dagster's storage"
+    return datetime.fromtimestamp(row[0], MOSCOW)
+
+
 def test_demo_loads_the_simulated_cabinets_and_prints_them(optima_env, warehouse_conn, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "optima_pipelines.cli", "demo", "--days", "3", "--cabinets", "2"],
@@ -40,14 +51,34 @@ def test_demo_loads_the_simulated_cabinets_and_prints_them(optima_env, warehouse
     assert result.returncode == 0, result.stderr[-3000:]
     yesterday = today_moscow() - timedelta(days=1)
     assert f"demo-2   {yesterday.isoformat()}" in result.stdout
-    # What arrived is what the simulated WB holds (closed days: today's orders are still arriving).
+    # What arrived is what the simulated WB held when the demo loaded it: WB's clock pinned to the
+    # start of each cabinet's sync (cancellations of closed days keep arriving afterwards).
     from wb_simulator.demo import SimSetup
 
-    sim, _ = SimSetup(seed=1, cabinets=2, prefix="demo", time_scale=60).build()
     for cabinet in ("demo-1", "demo-2"):
+        sim, _ = SimSetup(seed=1, cabinets=2, prefix="demo", time_scale=60).build(
+            now=sync_started(optima_env, warehouse_conn, cabinet)
+        )
         for day in (today_moscow() - timedelta(days=2), yesterday):
             assert orders_by_day(warehouse_conn, cabinet, day) == truth_by_day(sim, cabinet, day)
             assert orders_by_day(warehouse_conn, cabinet, day)
+            # The РНП of the closed day agrees with WB's own books per product, to the kopeck:
+            # orders, their sum and cancellations of the order day, and the day's ad spend.
+            truth = sim.truth.day_totals(cabinet, day)["by_nm"]
+            rows = warehouse_conn.execute(
+                "SELECT nm_id, orders_count, orders_sum, cancellations_count, ad_spend FROM rnp_daily"
+                " WHERE cabinet_id = %s AND day = %s",
+                (cabinet, day),
+            ).fetchall()
+            got = {nm: (n, s, c, a) for nm, n, s, c, a in rows if n or a}
+            want = {
+                nm: (t.get("orders", 0), Decimal(str(t.get("orders_sum", 0))), t.get("cancels", 0),
+                     Decimal(str(t.get("ad_spend", 0))))
+                for nm, t in truth.items()
+                if t.get("orders", 0) or t.get("ad_spend", 0)
+            }  # fmt: skip
+            assert got == want, f"rnp_daily of {cabinet} on {day} differs from WB's books"
+            assert sum(v[3] for v in got.values()) > 0, "the demo's ads reached the РНП"
     # The runs are in the deployment's own Dagster storage, as the UI shows them.
     runs = warehouse_conn.execute(
         f"SELECT count(*) FROM dagster_{optima_env}.runs WHERE pipeline_name = 'digitization_backfill' AND status = 'SUCCESS'"

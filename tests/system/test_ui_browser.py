@@ -163,6 +163,23 @@ def dismiss_welcome(page) -> None:
         pass
 
 
+def click_through_rerenders(locator, attempts: int = 20) -> None:
+    """Click an entry of a list the UI re-renders while its data refreshes (the partition picker).
+
+    On a busy machine the list is replaced faster than Playwright's actionability checks settle
+    ("element was detached from the DOM, retrying" until the timeout): click without waiting for
+    stability, and try again if the element went away in between."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    for attempt in range(attempts):
+        try:
+            locator.click(timeout=3000, force=True)
+            return
+        except PlaywrightError:
+            if attempt == attempts - 1:
+                raise
+
+
 def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(deployment):
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import expect, sync_playwright
@@ -224,7 +241,7 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(deployment):
                 confirm.click()
             dialog = page.get_by_role("dialog").filter(has_text=f"Launch runs to materialize {target}")
             dialog.get_by_role("img", name="expand_more").first.click()
-            page.locator("label").filter(has=page.locator(f'[title="{CABINET}"]')).last.click()
+            click_through_rerenders(page.locator("label").filter(has=page.locator(f'[title="{CABINET}"]')).last)
             dates = dialog.get_by_placeholder("ex: ")
             dates.fill(f"[{DAYS[0].isoformat()}...{DAYS[-1].isoformat()}]")
             dates.press("Enter")
