@@ -24,6 +24,7 @@ from optima_pipelines.assets.digitization import (
     wb_orders,
     wb_sales,
 )
+from optima_pipelines.assets.engines import ab_test_metrics_job, autobidder_bid_engine_job
 from optima_pipelines.assets.example import cabinet_status_summary
 from optima_pipelines.assets.finance import finance_report_import_job, finance_sync_job, wb_report_lines
 from optima_pipelines.assets.funnel import funnel_sync_job, rnp_funnel_stats
@@ -46,6 +47,11 @@ from optima_pipelines.sensors.ads import ads_sync_sensor
 from optima_pipelines.sensors.cabinets import cabinet_partitions_sensor
 from optima_pipelines.sensors.catalog import catalog_cards_schedule, catalog_prices_sensor
 from optima_pipelines.sensors.digitization import digitization_backfill_schedule, digitization_increment_sensor
+from optima_pipelines.sensors.engines import (
+    ab_test_metrics_schedule,
+    autobidder_bid_engine_sensor,
+    booking_slot_monitor,
+)
 from optima_pipelines.sensors.finance import finance_sync_schedule
 from optima_pipelines.sensors.funnel import funnel_sync_sensor
 from optima_pipelines.sensors.inventory import inventory_sync_schedule
@@ -107,6 +113,8 @@ JOBS: list[Any] = [
     rnp_daily_check_job,
     partition_manager_job,
     prune_runs_job,
+    autobidder_bid_engine_job,
+    ab_test_metrics_job,
 ]
 SCHEDULES = [
     digitization_backfill_schedule,
@@ -117,6 +125,7 @@ SCHEDULES = [
     rnp_merge_sync,
     partition_manager_weekly,
     prune_runs_schedule,
+    ab_test_metrics_schedule,
 ]
 SENSORS = [
     cabinet_partitions_sensor,
@@ -129,6 +138,8 @@ SENSORS = [
     rnp_reaggregate_sensor,
     account_busy_sensor,
     dead_run_sensor,
+    autobidder_bid_engine_sensor,
+    booking_slot_monitor,
 ]
 
 _warehouse = Warehouse(database_url=EnvVar("OPTIMA_DATABASE_URL"))
