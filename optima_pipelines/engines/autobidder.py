@@ -458,7 +458,11 @@ def apply_bids(
             error = {"error": str(exc), "deferred": isinstance(exc, WbDeferred)}
             for v, _, action_id in to_send:
                 finish_action(conn, action_id, "failed", error)
-                _save_state(conn, v.id, last_error=str(exc))
+                if exc.is_transient:  # the retry (or the next tick) sends it again under the same intent
+                    _save_state(conn, v.id, last_error=str(exc))
+                else:  # WB refused these numbers: wait for new statistics rather than ask every minute
+                    _save_state(conn, v.id, last_error=str(exc), stats_loaded_at=v.stats_loaded_at,
+                                decided_at=now, decision=f"WB refused the bid: {exc}")  # fmt: skip
             conn.commit()
             raise
         echo = {(b.advert_id, b.nm_id, b.placement): b.bid_kopecks for b in confirmed}
