@@ -13,8 +13,9 @@ match, and a task already matched is never matched again.
 
 **WB errors**: the coefficients method may be switched off (WB marked it "temporarily disabled" in
 August 2026) or fail; ``record_poll`` keeps the error, the time and the count of consecutive
-failures in ``booking_monitor_state`` and on the open tasks (``last_error``), and the next tick
-tries again. Tasks whose date range is over are closed as ``expired``.
+failures in ``booking_monitor_state`` (every poll) and on the open tasks (``last_error``, and
+``last_checked_at`` at most once a minute), and the next tick tries again. Tasks whose date range
+is over are closed as ``expired``.
 """
 
 from __future__ import annotations
@@ -178,9 +179,12 @@ def record_poll(conn: psycopg.Connection, tasks: Sequence[Task], *, cabinet_id: 
                 " consecutive_errors = consecutive_errors + 1, last_cabinet_id = %s",
                 (error, cabinet_id),
             )
+        # A task row changes when its error does, else at most once a minute (not at every 12-s tick).
         conn.execute(
-            "UPDATE booking_tasks SET last_checked_at = now(), last_error = %s WHERE id = ANY(%s) AND status = 'open'",
-            (error, [t.id for t in tasks]),
+            "UPDATE booking_tasks SET last_checked_at = now(), last_error = %(error)s"
+            " WHERE id = ANY(%(ids)s) AND status = 'open' AND (last_error IS DISTINCT FROM %(error)s"
+            " OR last_checked_at IS NULL OR last_checked_at < now() - interval '1 minute')",
+            {"error": error, "ids": [t.id for t in tasks]},
         )
 
 
