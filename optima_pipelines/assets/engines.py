@@ -47,6 +47,8 @@ def autobidder_bid_engine_op(context: OpExecutionContext, config: BidEngineConfi
         fail_on_permanent(exc, f"bid engine of cabinet {config.cabinet_id}")
         raise
     context.log.info(f"bid engine of {config.cabinet_id}: {result.summary()}")
+    if result.refused:
+        context.log.warning(f"WB refused bids of {config.cabinet_id} (recorded on the rules): {result.refused}")
 
 
 @job(

@@ -25,7 +25,7 @@ change recorded in ``engine_actions`` first with an intent id (never sent twice)
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -34,7 +34,7 @@ import psycopg
 
 from optima_pipelines.engines.audit import begin_action, finish_action
 from optima_pipelines.sync.runs import Connect
-from optima_pipelines.wb import WbClient, WbDeferred, WbError
+from optima_pipelines.wb import WbAuthError, WbClient, WbDeferred, WbError
 from optima_pipelines.wb.models import BidUpdate
 
 ENGINE = "autobidder"
@@ -331,12 +331,14 @@ class BidRun:
     changed: list[tuple[str, int, int]]  # (target, from, to)
     kept: int = 0
     already_sent: int = 0
+    refused: list[str] = field(default_factory=list)  # bids WB refused, with its reason
 
     def summary(self) -> dict[str, Any]:
         return {
             "bids_changed": len(self.changed),
             "bids_kept": self.kept,
             "already_sent": self.already_sent,
+            "refused": self.refused,
             "changes": [f"{t}: {a} → {b}" for t, a, b in self.changed],
         }
 
@@ -365,15 +367,50 @@ def _bids_on_wb(client: WbClient, views: Iterable[RuleView]) -> dict[tuple[int, 
     return current
 
 
+def _update(v: RuleView, d: Decision) -> BidUpdate:
+    return BidUpdate(advert_id=v.advert_id, nm_id=v.nm_id, bid_kopecks=d.bid, placement=v.placement)
+
+
+def _record_failure(
+    conn: psycopg.Connection, items: Sequence[tuple[RuleView, Decision, int]], exc: WbError, now: datetime
+) -> None:
+    error = {"error": str(exc), "deferred": isinstance(exc, WbDeferred)}
+    for v, _, action_id in items:
+        finish_action(conn, action_id, "failed", error)
+        if exc.is_transient:
+            _save_state(conn, v.id, last_error=str(exc))
+        else:  # WB refused this bid: wait for new statistics rather than ask again every minute
+            _save_state(conn, v.id, last_error=str(exc), stats_loaded_at=v.stats_loaded_at, decided_at=now,
+                        decision=f"WB refused the bid: {exc}")  # fmt: skip
+
+
+def _record_success(
+    conn: psycopg.Connection,
+    items: Sequence[tuple[RuleView, Decision, int]],
+    confirmed: Sequence[BidUpdate],
+    now: datetime,
+    result: BidRun,
+) -> None:
+    echo = {(b.advert_id, b.nm_id, b.placement): b.bid_kopecks for b in confirmed}
+    for v, d, action_id in items:
+        answer = {"bid_kopecks": echo.get((v.advert_id, v.nm_id, v.placement), d.bid), "placement": v.placement}
+        finish_action(conn, action_id, "ok", answer)
+        _save_state(conn, v.id, bid_kopecks=d.bid, set_at=now, stats_loaded_at=v.stats_loaded_at, decided_at=now,
+                    decision=d.reason, last_error=None)  # fmt: skip
+        result.changed.append((v.target, v.current_bid or 0, d.bid))
+
+
 def apply_bids(
     connect: Connect, client: WbClient, cabinet_id: str, *, run_id: str | None, now: datetime | None = None
 ) -> BidRun:
     """Decide every rule of the cabinet and set the bids that change, each recorded before it is sent.
 
     A change whose intent is already recorded ``ok`` is not sent again; one left ``pending`` or
-    ``failed`` by an earlier attempt is first checked against WB's current bids. A WB error marks
-    the attempted changes failed (with WB's answer) and is raised: the run's retry sends them again
-    under the same intents."""
+    ``failed`` by an earlier attempt is first checked against WB's current bids. A transient WB
+    error (or a refused token) marks the attempted changes failed (with WB's answer) and is raised:
+    the run's retry sends them again under the same intents. When WB refuses the request (400),
+    each bid is sent on its own, so that one refused bid does not hold back the others; a refused
+    bid is recorded failed with WB's reason and waits for new statistics."""
     with connect() as conn:
         now = now or conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
         views = [v for v in load_rules(conn, [cabinet_id]) if v.current_bid is not None]
@@ -448,41 +485,26 @@ def apply_bids(
         conn.commit()  # the intents are on record before the call
         if not to_send:
             return result
-        updates = [
-            BidUpdate(advert_id=v.advert_id, nm_id=v.nm_id, bid_kopecks=d.bid, placement=v.placement)
-            for v, d, _ in to_send
-        ]
-        try:
-            confirmed = client.set_bids(updates)
-        except WbError as exc:
-            error = {"error": str(exc), "deferred": isinstance(exc, WbDeferred)}
-            for v, _, action_id in to_send:
-                finish_action(conn, action_id, "failed", error)
-                if exc.is_transient:  # the retry (or the next tick) sends it again under the same intent
-                    _save_state(conn, v.id, last_error=str(exc))
-                else:  # WB refused these numbers: wait for new statistics rather than ask every minute
-                    _save_state(conn, v.id, last_error=str(exc), stats_loaded_at=v.stats_loaded_at,
-                                decided_at=now, decision=f"WB refused the bid: {exc}")  # fmt: skip
+        batches = [to_send]
+        while batches:
+            batch = batches.pop(0)
+            try:
+                confirmed = client.set_bids([_update(v, d) for v, d, _ in batch])
+            except WbError as exc:
+                if not exc.is_transient and not isinstance(exc, WbAuthError) and len(batch) > 1:
+                    # WB refused the request: find the bid it refuses, sending each on its own.
+                    batches = [[item] for item in batch] + batches
+                    continue
+                if exc.is_transient or isinstance(exc, WbAuthError):
+                    # This batch and those not sent yet: the retry (or the next tick) sends them
+                    # again under the same intents.
+                    _record_failure(conn, [*batch, *(item for b in batches for item in b)], exc, now)
+                    conn.commit()
+                    raise
+                _record_failure(conn, batch, exc, now)
+                conn.commit()
+                result.refused.append(f"{batch[0][0].target}: {exc}")
+                continue
+            _record_success(conn, batch, confirmed, now, result)
             conn.commit()
-            raise
-        echo = {(b.advert_id, b.nm_id, b.placement): b.bid_kopecks for b in confirmed}
-        for v, d, action_id in to_send:
-            finish_action(
-                conn,
-                action_id,
-                "ok",
-                {"bid_kopecks": echo.get((v.advert_id, v.nm_id, v.placement), d.bid), "placement": v.placement},
-            )
-            _save_state(
-                conn,
-                v.id,
-                bid_kopecks=d.bid,
-                set_at=now,
-                stats_loaded_at=v.stats_loaded_at,
-                decided_at=now,
-                decision=d.reason,
-                last_error=None,
-            )
-            result.changed.append((v.target, v.current_bid or 0, d.bid))
-        conn.commit()
     return result

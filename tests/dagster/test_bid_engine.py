@@ -154,3 +154,37 @@ def test_a_bid_is_never_sent_twice_for_the_same_decision(wb, warehouse_conn, dag
     assert len([w for w in wb.writes if w.kind == "bids"]) == 1
     ((status, response),) = warehouse_conn.execute("SELECT status, response FROM engine_actions").fetchall()
     assert status == "ok" and response["already_on_wb"] is True
+
+
+def test_a_bid_wb_refuses_is_audited_with_its_reason_and_does_not_hold_back_the_others(
+    wb, warehouse_conn, dagster_instance
+):
+    sync_ads(wb)
+    (campaign,) = [c for c in wb.truth.campaigns("c1") if c["status"] == 9]
+    assert campaign["bid_type"] == "manual"
+    good, bad = campaign["nm_settings"][:2]
+    for product, placement in ((good, "search"), (bad, "combined")):  # combined: unified campaigns only
+        warehouse_conn.execute(
+            "INSERT INTO autobidder_rules (cabinet_id, advert_id, nm_id, placement, strategy, target,"
+            " min_bid_kopecks, max_bid_kopecks, min_change_interval_minutes)"
+            " VALUES ('c1', %s, %s, %s, 'target_cpo', 0.01, 100, 100000, 0)",
+            (campaign["id"], product["nm_id"], placement),
+        )
+    (request,) = tick(dagster_instance)
+    run(dagster_instance, request)  # the run succeeds: the good bid is set
+    (product,) = [p for p in wb.truth.campaigns("c1")[0]["nm_settings"] if p["nm_id"] == good["nm_id"]]
+    assert product["bids_kopecks"]["search"] < good["bids_kopecks"]["search"]
+    audit = dict(
+        warehouse_conn.execute(
+            "SELECT target, status || ': ' || coalesce(response->>'error', '') FROM engine_actions"
+        ).fetchall()
+    )
+    assert audit[f"{campaign['id']}:{good['nm_id']}:search"] == "ok: "
+    refused = audit[f"{campaign['id']}:{bad['nm_id']}:combined"]
+    assert refused.startswith("failed: ") and "combined" in refused  # WB's reason, for the seller
+    (error,) = warehouse_conn.execute(
+        "SELECT s.last_error FROM autobidder_state s JOIN autobidder_rules r ON r.id = s.rule_id"
+        " WHERE r.placement = 'combined'"
+    ).fetchone()
+    assert "combined" in error
+    assert tick(dagster_instance) == []  # not asked again every minute: it waits for new statistics
