@@ -13,6 +13,7 @@ from dagster import build_sensor_context
 from optima_pipelines.db.connection import connect
 from optima_pipelines.definitions import RESOURCES
 from optima_pipelines.engines import booking
+from optima_pipelines.secrets import TokenCipher, load_key
 from tests.wb_syncs import served, simulator
 from wb_simulator import CabinetSpec
 from wb_simulator.catalogs import WAREHOUSES
@@ -57,8 +58,11 @@ def task_row(conn, task_id: int):  # type: ignore[no-untyped-def]
     ).fetchone()
 
 
-def test_a_task_is_matched_exactly_once_when_a_slot_appears(wb, warehouse_conn, dagster_instance):
+def test_a_task_is_matched_exactly_once_when_a_slot_appears(wb, warehouse_conn, dagster_instance, settings):
     today = wb.now().date()
+    # c1's token is refused (401): the poll falls back on the next cabinet's.
+    blob = TokenCipher(load_key(settings)).encrypt("not-a-token")
+    warehouse_conn.execute("UPDATE cabinets SET wb_token_encrypted = %s WHERE id = 'c1'", (blob,))
     first, last = today + timedelta(days=2), today + timedelta(days=5)
     task = add_task(warehouse_conn, "c1", first, last)
     other = add_task(warehouse_conn, "c2", first, last, max_coefficient=0)
@@ -79,12 +83,14 @@ def test_a_task_is_matched_exactly_once_when_a_slot_appears(wb, warehouse_conn, 
     evaluate(dagster_instance)
     evaluate(dagster_instance)
     matches = warehouse_conn.execute(
-        "SELECT task_id, cabinet_id, warehouse_id, slot_date, box_type_id, coefficient FROM booking_matches ORDER BY id"
+        "SELECT task_id, cabinet_id, warehouse_id, slot_date, box_type_id, coefficient, polled_with"
+        " FROM booking_matches ORDER BY id"
     ).fetchall()
     assert matches == [
-        (task, "c1", WH2, first + timedelta(days=2), 2, 1),
-        (other, "c2", WH1, first, 2, 0),  # the free slot was the other task's
+        (task, "c1", WH2, first + timedelta(days=2), 2, 1, "c2"),
+        (other, "c2", WH1, first, 2, 0, "c2"),  # the free slot was the other task's
     ]
+    assert booking.monitor_state(warehouse_conn).consecutive_errors == 0
     audit = warehouse_conn.execute(
         "SELECT cabinet_id, action, target, status, response->>'warehouse_id', reason FROM engine_actions"
         " WHERE engine = 'booking' ORDER BY id"
