@@ -19,15 +19,18 @@ from optima_pipelines.definitions import RESOURCES, defs
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import ads
-from tests.wb_syncs import served, simulator
-from wb_simulator import CabinetSpec
+from tests.sim_fixtures import NOW
+from tests.wb_syncs import TIME_SCALE, served
+from wb_simulator import CabinetSpec, Simulator
 from wb_simulator.world import min_bid
 
 
 @pytest.fixture
 def wb(optima_env, settings, warehouse_conn, dagster_instance, monkeypatch):
     # Many orders: a day's CPO of one product is stable to a few percent, so convergence shows.
-    sim = simulator(CabinetSpec(id="c1", products=4, orders_per_day=3000, history_days=8, campaigns=1), seed=5)
+    # A fixed day (the syncs here are given the simulator's day): the same figures whatever the date.
+    spec = CabinetSpec(id="c1", products=4, orders_per_day=3000, history_days=8, campaigns=1)
+    sim = Simulator(seed=5, cabinets=[spec], time_scale=TIME_SCALE, now=NOW)
     with served(sim, monkeypatch, warehouse_conn, settings, dagster_instance):
         yield sim
 
