@@ -9,11 +9,12 @@ bid, spend is views × bid), so each simulated day shows the engine the effect o
 from __future__ import annotations
 
 import os
+import uuid
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from dagster import build_sensor_context
+from dagster import DagsterRun, build_sensor_context
 
 from optima_pipelines.definitions import RESOURCES, defs
 from optima_pipelines.resources.warehouse import Warehouse
@@ -144,6 +145,11 @@ def test_a_bid_is_never_sent_twice_for_the_same_decision(wb, warehouse_conn, dag
         " VALUES ('c1', %s, %s, 'search', 'target_cpo', 0.01, 100, %s, 10, 0)",
         (campaign["id"], product["nm_id"], bid0 * 2),
     )
+    # Concurrency 1 per cabinet: while a run of the cabinet is in flight, the sensor launches none.
+    in_flight = DagsterRun(job_name="autobidder_bid_engine", run_id=str(uuid.uuid4()), tags={"optima/cabinet": "c1"})
+    dagster_instance.add_run(in_flight)
+    assert tick(dagster_instance) == []
+    dagster_instance.delete_run(in_flight.run_id)
     (request,) = tick(dagster_instance)
     run(dagster_instance, request)
     run(dagster_instance, request)  # a re-execution of the same run (a retry, a manual re-run)
