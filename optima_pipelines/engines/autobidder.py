@@ -188,6 +188,8 @@ class RuleView:
     set_at: datetime | None
     wb_min: int | None
     wb_min_checked_at: datetime | None
+    #: WB refused the rule's last bid and no statistics came since: nothing to send until they do.
+    refused: bool = False
 
     @property
     def target(self) -> str:
@@ -203,7 +205,7 @@ class RuleView:
 
     def wants(self, now: datetime) -> Decision | None:
         """The change this rule wants now, or None (no bid known, no change, or not yet allowed)."""
-        if self.current_bid is None:
+        if self.current_bid is None or self.refused:
             return None
         decision = decide(self.rule, self.current_bid, self.evidence, self.wb_min)
         if decision.bid == self.current_bid:
@@ -222,7 +224,8 @@ SELECT r.id, r.cabinet_id, r.advert_id, r.nm_id, r.placement, c.payment_type,
             WHEN r.placement = 'recommendations' THEN p.bid_recommendations_kopecks
             ELSE p.bid_search_kopecks END AS current_bid,
        ev.spend, ev.orders, ev.revenue, ev.last_day_spend, ev.loaded_at,
-       s.stats_loaded_at, s.set_at, s.wb_min_bid_kopecks, s.wb_min_checked_at
+       s.stats_loaded_at, s.set_at, s.wb_min_bid_kopecks, s.wb_min_checked_at,
+       coalesce(s.decision LIKE 'WB refused%%' AND s.stats_loaded_at >= ev.loaded_at, false) AS refused
 FROM autobidder_rules r
 JOIN cabinets cab ON cab.id = r.cabinet_id AND cab.status = 'active'
 LEFT JOIN autobidder_state s ON s.rule_id = r.id
@@ -278,6 +281,7 @@ def load_rules(conn: psycopg.Connection, cabinets: Sequence[str] | None = None) 
                 set_at=r[21],
                 wb_min=r[22],
                 wb_min_checked_at=r[23],
+                refused=bool(r[24]),
             )
         )
     return out

@@ -111,6 +111,8 @@ def test_a_rule_acts_once_per_new_statistics_and_not_more_often_than_its_interva
     assert view(current_bid=None).wants(now) is None  # the campaign's bids are not synced yet
     # Out of bounds: brought back whatever the statistics and the interval.
     assert view(current_bid=90_000, decided_stats_at=seen, set_at=now).wants(now).bid == 40_000  # type: ignore[union-attr]
+    # Unless WB refused the rule's last bid on these statistics: it waits for new ones.
+    assert view(current_bid=90_000, refused=True).wants(now) is None
 
 
 TASK = Task(1, "c1", (507, 117986), date(2026, 8, 21), date(2026, 8, 25), Decimal(1), 2)
