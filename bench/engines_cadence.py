@@ -130,7 +130,8 @@ def run(bench: Bench, opts: argparse.Namespace) -> None:
     from optima_pipelines.engines import autobidder
     from optima_pipelines.resources.warehouse import Warehouse
     from optima_pipelines.resources.wb import WbApi
-    from optima_pipelines.sensors.engines import autobidder_bid_engine_sensor, booking_slot_monitor
+    from optima_pipelines.sensors.autobidder import autobidder_bid_engine_sensor
+    from optima_pipelines.sensors.booking import booking_slot_monitor
     from optima_pipelines.timeutil import today_moscow
     from tests.wb_syncs import TIME_SCALE, simulator
     from wb_simulator import CabinetSpec, serve

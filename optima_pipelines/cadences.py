@@ -125,12 +125,12 @@ def cadences() -> list[Cadence]:
             "successful runs older than OPTIMA_RUN_RETENTION_DAYS",
         ),
         *_sync_cadences(),
-        *_engine_cadences(),
+        *_bid_booking_abtest_cadences(),
     ]
 
 
-def _engine_cadences() -> list[Cadence]:
-    """The engines (issue 8): the bid engine, the slot-booking monitor, the A/B test metrics."""
+def _bid_booking_abtest_cadences() -> list[Cadence]:
+    """Engines of issue 8: the autobidder's bid engine, the slot-booking monitor, the A/B test metrics."""
     return [
         Cadence(
             "autobidder_bid_engine_sensor",

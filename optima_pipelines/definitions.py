@@ -8,8 +8,9 @@ from typing import Any
 from dagster import BetaWarning, Definitions, EnvVar, PreviewWarning, in_process_executor
 
 from optima_pipelines import logs
+from optima_pipelines.assets.abtests import ab_test_metrics_job
 from optima_pipelines.assets.ads import ad_campaign_stats, ad_campaigns, ads_sync_job
-from optima_pipelines.assets.autobidder import autobidder_sync_job
+from optima_pipelines.assets.autobidder import autobidder_bid_engine_job, autobidder_sync_job
 from optima_pipelines.assets.catalog import (
     catalog_cards_job,
     catalog_full_job,
@@ -24,7 +25,6 @@ from optima_pipelines.assets.digitization import (
     wb_orders,
     wb_sales,
 )
-from optima_pipelines.assets.engines import ab_test_metrics_job, autobidder_bid_engine_job
 from optima_pipelines.assets.example import cabinet_status_summary
 from optima_pipelines.assets.finance import finance_report_import_job, finance_sync_job, wb_report_lines
 from optima_pipelines.assets.funnel import funnel_sync_job, rnp_funnel_stats
@@ -43,15 +43,13 @@ from optima_pipelines.jobs.partition_manager import partition_manager_job, parti
 from optima_pipelines.ops.retention import prune_runs_job, prune_runs_schedule
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
+from optima_pipelines.sensors.abtests import ab_test_metrics_schedule
 from optima_pipelines.sensors.ads import ads_sync_sensor
+from optima_pipelines.sensors.autobidder import autobidder_bid_engine_sensor
+from optima_pipelines.sensors.booking import booking_slot_monitor
 from optima_pipelines.sensors.cabinets import cabinet_partitions_sensor
 from optima_pipelines.sensors.catalog import catalog_cards_schedule, catalog_prices_sensor
 from optima_pipelines.sensors.digitization import digitization_backfill_schedule, digitization_increment_sensor
-from optima_pipelines.sensors.engines import (
-    ab_test_metrics_schedule,
-    autobidder_bid_engine_sensor,
-    booking_slot_monitor,
-)
 from optima_pipelines.sensors.finance import finance_sync_schedule
 from optima_pipelines.sensors.funnel import funnel_sync_sensor
 from optima_pipelines.sensors.inventory import inventory_sync_schedule

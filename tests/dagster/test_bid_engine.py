@@ -46,7 +46,7 @@ def sync_ads(sim) -> None:  # type: ignore[no-untyped-def]
 
 
 def tick(instance):  # type: ignore[no-untyped-def]
-    from optima_pipelines.sensors.engines import autobidder_bid_engine_sensor
+    from optima_pipelines.sensors.autobidder import autobidder_bid_engine_sensor
 
     with build_sensor_context(instance=instance, resources=RESOURCES) as context:
         result = autobidder_bid_engine_sensor(context)

@@ -34,7 +34,7 @@ def wb(optima_env, settings, warehouse_conn, dagster_instance, monkeypatch):
 
 
 def evaluate(instance):  # type: ignore[no-untyped-def]
-    from optima_pipelines.sensors.engines import booking_slot_monitor
+    from optima_pipelines.sensors.booking import booking_slot_monitor
 
     with build_sensor_context(instance=instance, resources=RESOURCES) as context:
         result = booking_slot_monitor(context)

@@ -23,7 +23,7 @@ def wb(optima_env, settings, warehouse_conn, dagster_instance, monkeypatch):
 
 
 def evaluate(instance):  # type: ignore[no-untyped-def]
-    from optima_pipelines.sensors.engines import ab_test_metrics_schedule
+    from optima_pipelines.sensors.abtests import ab_test_metrics_schedule
 
     tick = datetime.now(MOSCOW).replace(minute=25, second=0, microsecond=0)
     with build_schedule_context(instance=instance, scheduled_execution_time=tick, resources=RESOURCES) as context:
