@@ -194,11 +194,15 @@ def run(bench: Bench, opts: argparse.Namespace) -> None:
                 minute_passes(conn)
         with env.connect() as conn:
             matched = conn.execute("SELECT count(*) FROM booking_matches").fetchone()[0]
-            changes = conn.execute("SELECT count(*) FROM engine_actions WHERE engine = 'autobidder'").fetchone()[0]
+            changes = dict(
+                conn.execute(
+                    "SELECT status, count(*) FROM engine_actions WHERE engine = 'autobidder' GROUP BY 1"
+                ).fetchall()
+            )
             errors = conn.execute("SELECT consecutive_errors FROM booking_monitor_state").fetchone()[0]
         if errors:
             raise RuntimeError(f"the coefficients poll failed {errors} times in a row")
-        harness.say(f"  bid changes sent: {changes}; booking matches: {matched} (slots kept closed)")
+        harness.say(f"  bid changes sent, by outcome: {changes}; booking matches: {matched} (slots kept closed)")
 
     start_cpu = worker_start_cpu(1 if bench.quick else 3)
     harness.say(f"  a run worker's start (fresh interpreter importing the code location): {start_cpu:.2f} CPU s")
