@@ -384,8 +384,10 @@ def _record_failure(
         if exc.is_transient:
             _save_state(conn, v.id, last_error=str(exc))
         else:  # WB refused this bid: wait for new statistics rather than ask again every minute
-            _save_state(conn, v.id, last_error=str(exc), stats_loaded_at=v.stats_loaded_at, decided_at=now,
-                        decision=f"WB refused the bid: {exc}")  # fmt: skip
+            refusal = f"WB refused the bid: {exc}"
+            _save_state(
+                conn, v.id, last_error=str(exc), stats_loaded_at=v.stats_loaded_at, decided_at=now, decision=refusal
+            )
 
 
 def _record_success(
@@ -399,8 +401,16 @@ def _record_success(
     for v, d, action_id in items:
         answer = {"bid_kopecks": echo.get((v.advert_id, v.nm_id, v.placement), d.bid), "placement": v.placement}
         finish_action(conn, action_id, "ok", answer)
-        _save_state(conn, v.id, bid_kopecks=d.bid, set_at=now, stats_loaded_at=v.stats_loaded_at, decided_at=now,
-                    decision=d.reason, last_error=None)  # fmt: skip
+        _save_state(
+            conn,
+            v.id,
+            bid_kopecks=d.bid,
+            set_at=now,
+            stats_loaded_at=v.stats_loaded_at,
+            decided_at=now,
+            decision=d.reason,
+            last_error=None,
+        )
         result.changed.append((v.target, v.current_bid or 0, d.bid))
 
 
