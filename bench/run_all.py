@@ -29,6 +29,7 @@ BENCHMARKS = [
     "rnp_recompute",
     "ops_metrics_scrape",
     "definitions_scale",
+    "engines_cadence",
     "wb_sim",
     "orchestration",
     "freshness",

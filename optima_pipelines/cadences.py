@@ -125,6 +125,41 @@ def cadences() -> list[Cadence]:
             "successful runs older than OPTIMA_RUN_RETENTION_DAYS",
         ),
         *_sync_cadences(),
+        *_bid_booking_abtest_cadences(),
+    ]
+
+
+def _bid_booking_abtest_cadences() -> list[Cadence]:
+    """Engines of issue 8: the autobidder's bid engine, the slot-booking monitor, the A/B test metrics."""
+    return [
+        Cadence(
+            "autobidder_bid_engine_sensor",
+            "autobidder-bid-engine",
+            "autobidder_bid_engine",
+            "interval",
+            "every 60 s",
+            "cabinets whose autobidder rules would change a bid now (decided in the sensor; no run otherwise)",
+            interval_seconds=60,
+            window_seconds=60,
+        ),
+        Cadence(
+            "booking_slot_monitor",
+            "booking-slot-monitor",
+            None,
+            "interval",
+            "every 12 s",
+            "open booking tasks: one poll of WB's acceptance coefficients for all of them, in the sensor (no run)",
+            interval_seconds=12,
+        ),
+        Cadence(
+            "ab_test_metrics_schedule",
+            "ab-test-metrics",
+            "ab_test_metrics",
+            "cron",
+            "25 */3 * * *",
+            "one run for every running A/B test (skipped when none runs)",
+            window_seconds=3 * 3600,
+        ),
     ]
 
 

@@ -8,8 +8,9 @@ from typing import Any
 from dagster import BetaWarning, Definitions, EnvVar, PreviewWarning, in_process_executor
 
 from optima_pipelines import logs
+from optima_pipelines.assets.abtests import ab_test_metrics_job
 from optima_pipelines.assets.ads import ad_campaign_stats, ad_campaigns, ads_sync_job
-from optima_pipelines.assets.autobidder import autobidder_sync_job
+from optima_pipelines.assets.autobidder import autobidder_bid_engine_job, autobidder_sync_job
 from optima_pipelines.assets.catalog import (
     catalog_cards_job,
     catalog_full_job,
@@ -42,7 +43,10 @@ from optima_pipelines.jobs.partition_manager import partition_manager_job, parti
 from optima_pipelines.ops.retention import prune_runs_job, prune_runs_schedule
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
+from optima_pipelines.sensors.abtests import ab_test_metrics_schedule
 from optima_pipelines.sensors.ads import ads_sync_sensor
+from optima_pipelines.sensors.autobidder import autobidder_bid_engine_sensor
+from optima_pipelines.sensors.booking import booking_slot_monitor
 from optima_pipelines.sensors.cabinets import cabinet_partitions_sensor
 from optima_pipelines.sensors.catalog import catalog_cards_schedule, catalog_prices_sensor
 from optima_pipelines.sensors.digitization import digitization_backfill_schedule, digitization_increment_sensor
@@ -107,6 +111,8 @@ JOBS: list[Any] = [
     rnp_daily_check_job,
     partition_manager_job,
     prune_runs_job,
+    autobidder_bid_engine_job,
+    ab_test_metrics_job,
 ]
 SCHEDULES = [
     digitization_backfill_schedule,
@@ -117,6 +123,7 @@ SCHEDULES = [
     rnp_merge_sync,
     partition_manager_weekly,
     prune_runs_schedule,
+    ab_test_metrics_schedule,
 ]
 SENSORS = [
     cabinet_partitions_sensor,
@@ -129,6 +136,8 @@ SENSORS = [
     rnp_reaggregate_sensor,
     account_busy_sensor,
     dead_run_sensor,
+    autobidder_bid_engine_sensor,
+    booking_slot_monitor,
 ]
 
 _warehouse = Warehouse(database_url=EnvVar("OPTIMA_DATABASE_URL"))

@@ -12,8 +12,10 @@ buyouts, cancellations and returns count on the day the order was *placed*):
 - ad ``orders`` of a product on a day, summed over every campaign and app, never exceed the
   funnel's ``orderCount`` for it (ad orders are drawn out of the real orders); "associated"
   products (``nms`` entries not in the campaign) have 0 views, clicks and spend;
-- ad spend: CPM campaigns pay views × bid / 1000, CPC campaigns clicks × bid (the campaign's
-  bids when it started), in rubles with kopecks.
+- ad spend: CPM campaigns pay views × bid / 1000, CPC campaigns clicks × bid, in rubles with
+  kopecks; the bid is the product's search bid in effect at the end of the day (its bid when the
+  campaign started, until one is set through ``PATCH /api/advert/v1/bids``), and views grow with it,
+  so an autobidder sees its changes in the next day's statistics.
 """
 
 from __future__ import annotations
@@ -134,7 +136,8 @@ def ad_day(cab: Cabinet, dn: int, t: int) -> dict[int, dict[str, Any]]:
             ad_orders = int(rng.binomial(left, 0.25 if advertised else 0.1)) if left else 0
             real[nm] = left - ad_orders
             split = rng.multinomial(ad_orders, [share for _, share in APPS]) if ad_orders else [0, 0, 0]
-            bid = c.base_bids.get(nm, 0) if advertised else 0
+            # A day's statistics follow the bid in effect at its end (a whole day at a changed bid).
+            bid = c.bid_at(nm, day_start(dn + 1)) if advertised else 0
             for (app, share), app_orders in zip(APPS, split, strict=True):
                 if advertised:
                     views = int(rng.poisson(400 * share * (1 + bid / 20_000)))

@@ -18,7 +18,7 @@ import hashlib
 import re
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -195,12 +195,23 @@ class Campaign:
     nm_ids: list[int]
     associated: list[int]  # products that get attributed ad orders without being advertised
     bids: dict[int, dict[str, int]]  # nm_id → {"search", "recommendations"}, kopecks
-    base_bids: dict[int, int]  # the bids the campaign started with (its past spend uses them)
+    base_bids: dict[int, int]  # the search bids the campaign started with
     start_dn: int | None
     end_dn: int | None
     created_ts: int
     started_ts: int | None
     updated_ts: int
+    #: nm_id → [(time set, search bid)], in time order: every bid change through the API.
+    bid_history: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def bid_at(self, nm_id: int, t: int) -> int:
+        """The search bid (kopecks) in effect at ``t``: the last one set before it, else the first one."""
+        bid = self.base_bids.get(nm_id, 0)
+        for at, value in self.bid_history.get(nm_id, ()):
+            if at >= t:
+                break
+            bid = value
+        return bid
 
 
 class Cabinet:

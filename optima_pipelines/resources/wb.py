@@ -36,16 +36,19 @@ class WbApi(ConfigurableResource):
             return WbConfig.for_base_url(self.base_url, **overrides)
         return WbConfig.from_env(**overrides)
 
-    def client(self, cabinet_id: str, max_wait_seconds: float | None = None) -> WbClient:
+    def client(
+        self, cabinet_id: str, max_wait_seconds: float | None = None, config_changes: dict[str, object] | None = None
+    ) -> WbClient:
         """A client for one cabinet (raises ``UnknownCabinet`` for a cabinet that does not exist).
         Close it when done, e.g. ``with wb.client(cabinet_id) as client``. ``max_wait_seconds``
-        overrides the resource's for work a person is waiting on (a partition, an import)."""
+        overrides the resource's for work a person is waiting on (a partition, an import);
+        ``config_changes`` other ``WbConfig`` fields (a sensor's short timeouts and single attempt)."""
         with self.warehouse.connect() as conn:
             token = get_token(conn, self.warehouse.cipher(), cabinet_id)
         return WbClient(
             cabinet_id,
             token,
-            config=self.config(max_wait_seconds),
+            config=self.config(max_wait_seconds).with_changes(**(config_changes or {})),
             limiter=RateLimiter(PostgresLimiterStore(self.warehouse.connect)),
             token_type=token_type_of(token) or "personal",
         )

@@ -1,14 +1,32 @@
-"""`autobidder-sync` requests: the cabinet's ad data on demand, at user priority (the original's 202 + jobId).
+"""The autobidder's cadences: `autobidder-sync` requests, and the bid engine's 60-s sensor.
 
-The requests sensor launches one ``autobidder_sync`` run per request within a tick; the run id is on
-the request row as soon as the run starts (and at the latest on the next tick), then its outcome.
+- **Requests** (the original's 202 + jobId): the requests sensor launches one ``autobidder_sync``
+  run per request within a tick; the run id is on the request row as soon as the run starts (and at
+  the latest on the next tick), then its outcome.
+- **The bid engine** never becomes a run per cabinet per minute (a queued run costs ~2 s of process
+  start, DESIGN.md §4.13): ``autobidder_bid_engine_sensor`` decides in the sensor, with one
+  read-only query over the rules, the synced bids and the ad statistics and the same pure rule the
+  run applies (engines/autobidder.py), and launches a run only for a cabinet with a bid to change,
+  once per cabinet per minute (run key: job, cabinet, minute), never while one of that cabinet is
+  queued or running. The run talks to WB, so it carries the cabinet gate tag.
 """
 
 from __future__ import annotations
 
-from optima_pipelines.assets.autobidder import QUEUE, autobidder_sync_job
+import time
+
+import psycopg
+from dagster import DefaultSensorStatus, SensorEvaluationContext, SensorResult, SkipReason, sensor
+
+from optima_pipelines.assets.autobidder import BID_QUEUE, QUEUE, autobidder_bid_engine_job, autobidder_sync_job
+from optima_pipelines.cadences import cadence
+from optima_pipelines.engines import autobidder
+from optima_pipelines.errors import OptimaError
+from optima_pipelines.fanout import busy_cabinets
+from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.sensors.catalog import validate_cabinet_request
 from optima_pipelines.sensors.handlers import RequestHandler
+from optima_pipelines.sensors.wb_sync import cabinet_request
 
 REQUEST_HANDLERS = [
     RequestHandler(
@@ -18,3 +36,33 @@ REQUEST_HANDLERS = [
         lambda conn, request: validate_cabinet_request(conn, request, autobidder_sync_job.name),
     ),
 ]
+
+_BID = cadence("autobidder_bid_engine_sensor")
+
+
+@sensor(
+    name=_BID.name,
+    job=autobidder_bid_engine_job,
+    minimum_interval_seconds=_BID.interval_seconds or 60,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Every minute: launches the bid engine for each cabinet whose autobidder rules would change a bid "
+    "now (decided here from the warehouse; no run for a cabinet with nothing to change).",
+)
+def autobidder_bid_engine_sensor(context: SensorEvaluationContext, warehouse: Warehouse):
+    window = int(time.time() // (_BID.interval_seconds or 60))
+    try:
+        with warehouse.connect() as conn:
+            now = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+            due = autobidder.due_cabinets(conn, now)
+    except (psycopg.Error, OptimaError) as exc:
+        return SkipReason(f"could not read the autobidder rules: {exc.__class__.__name__}: {exc}")
+    if not due:
+        return SkipReason("no autobidder rule would change a bid now")
+    busy = busy_cabinets(context.instance, autobidder_bid_engine_job.name)
+    launch = sorted(c for c in due if c not in busy)
+    if not launch:
+        return SkipReason(f"{len(due)} cabinet(s) with a bid to change, each with a bid engine run in flight")
+    job = autobidder_bid_engine_job
+    return SensorResult(
+        run_requests=[cabinet_request(job, BID_QUEUE, c, f"{job.name}:{c}:{window}", str(window)) for c in launch]
+    )

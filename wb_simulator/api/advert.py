@@ -172,6 +172,8 @@ def set_bids(req: Request) -> Response:
     for c, nm, placement, bid in changes:
         for key in ("search", "recommendations") if placement == "combined" else (placement,):
             c.bids[nm][key] = bid
+        if placement in ("combined", "search"):
+            c.bid_history.setdefault(nm, []).append((req.t, bid))
         c.updated_ts = req.t
     result = {"bids": body["bids"], "currency": "RUB"}
     req.sim.record("bids", req.cabinet.id, body, result)
