@@ -125,6 +125,7 @@ def cadences() -> list[Cadence]:
             "successful runs older than OPTIMA_RUN_RETENTION_DAYS",
         ),
         *_sync_cadences(),
+        *_engine_cadences(),
     ]
 
 
@@ -206,6 +207,39 @@ def _sync_cadences() -> list[Cadence]:
             "cabinets whose finance, ads, funnel, stocks or catalog sync WB paused, once the pause is over "
             "(launches that sync's job)",
             interval_seconds=30,
+        ),
+    ]
+
+
+def _engine_cadences() -> list[Cadence]:
+    """The engines of issue 8 that run on a cadence (the on-demand ones are request kinds)."""
+    return [
+        Cadence(
+            "repricer_sensor",
+            "repricer-schedule",
+            "repricer",
+            "table",
+            "every N hours per (cabinet, rule interval), from repricer_rules (checked every minute)",
+            "(cabinet, interval_hours) of the enabled rules of active cabinets, once per slot of the interval",
+            interval_seconds=60,
+        ),
+        Cadence(
+            "autoreply_sync_sensor",
+            "autoreply-sync",
+            "autoreply_sync",
+            "interval",
+            "every 15 min",
+            "active cabinets with enabled autoreply_rules",
+            interval_seconds=900,
+            window_seconds=900,
+        ),
+        Cadence(
+            "cabinet_status_summary_schedule",
+            "example-jobs",
+            "cabinet_status_summary_job",
+            "cron",
+            "0 7 * * *",
+            "one run (the template; stopped by default)",
         ),
     ]
 
