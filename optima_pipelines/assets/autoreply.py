@@ -1,8 +1,8 @@
 """autoreply-sync and autoreply-answer-send: review auto-replies (engines/autoreply.py).
 
 - ``autoreply_sync``: every 15 minutes per cabinet with reply rules: load WB's unanswered feedbacks
-  and questions, close those answered elsewhere, match the rules, queue answers (one
-  ``autoreply-answer-send`` request each) and record complaints.
+  and questions, close those answered elsewhere, match the rules, record complaints, and send the
+  answers (those WB's transient errors stop become ``autoreply-answer-send`` requests).
 - ``autoreply_answer_send``: one answer, served from its request: 5 attempts with exponential
   backoff on WB's transient errors, checked at WB before every send; a permanent failure ends the
   request and the item ``failed`` with the reason.
@@ -45,21 +45,22 @@ def autoreply_sync_op(
             get_cabinet(conn, cabinet_id)
             with wb.client(cabinet_id) as client:
                 unanswered = autoreply.fetch_unanswered(client)
-            result = autoreply.sync(conn, cabinet_id, unanswered, context.run_id)
+                result = autoreply.sync(conn, cabinet_id, unanswered, context.run_id)
+                sent = autoreply.send_queued(conn, client, cabinet_id, context.run_id)
     except WbDeferred as deferred:  # WB's limit: the next 15-minute window loads them (nothing was changed)
         context.log.info(f"autoreply sync of {cabinet_id} deferred: {deferred}")
         return
     except Exception as exc:
         fail_on_permanent(exc, f"autoreply sync of cabinet {cabinet_id}")
         raise
-    context.log.info(f"autoreply sync of {cabinet_id}: {result.summary()}")
+    context.log.info(f"autoreply sync of {cabinet_id}: {result.summary()}; answers: {sent}")
 
 
 @job(
     name=SYNC_JOB,
     tags=queue_tags(autoreply.SYNC_QUEUE),
     description="autoreply-sync: a cabinet's new feedbacks and questions, reconciled with WB, answered by its rules "
-    "(queued as autoreply-answer-send requests), complaints recorded.",
+    "(an answer WB fails transiently becomes an autoreply-answer-send request), complaints recorded.",
 )
 def autoreply_sync_job() -> None:
     autoreply_sync_op()

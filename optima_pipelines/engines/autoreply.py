@@ -15,12 +15,14 @@ first that matches wins:
 **Sync** (every 15 minutes per cabinet with rules): loads WB's unanswered feedbacks and questions
 into ``autoreply_items``; items we know as open that WB no longer lists as unanswered were answered
 elsewhere (the seller's portal, another tool) and are closed as ``answered_elsewhere``; each new
-item (and each one no rule matched before: the rules may have changed) is matched, and an answer is
-queued as an ``autoreply-answer-send`` request, in the same transaction that moves the item to
-``queued``: an item is queued once.
+item (and each one no rule matched before: the rules may have changed) is matched, and its answer
+is ``queued`` (a conditional update: an item is queued once). The sync run then sends the queued
+answers itself: it holds the cabinet's gate and a WB client already, so there is no run per
+answer. At the first transient WB failure, that answer and the rest become
+``autoreply-answer-send`` requests, each retried with backoff in a run of its own.
 
-**Send** (the request): reads the item at WB first; answered already (by us in an earlier attempt,
-or elsewhere) → nothing is sent. Otherwise the answer goes out under the intent
+**Send** (in the sync, or for a request): reads the item at WB first; answered already (by us in
+an earlier attempt, or elsewhere) → nothing is sent. Otherwise the answer goes out under the intent
 ``answer:<kind>:<id>`` in ``engine_actions``, which is never sent again once recorded ok.
 
 **Complaints**: WB's API as documented (wb-api.md §8) has no complaint method, so a complaint is a
@@ -31,7 +33,7 @@ file in the seller's portal.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -169,10 +171,9 @@ class SyncResult:
     queued: int = 0
     no_rule: int = 0
     complaints: int = 0
-    requests: list[int] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "requests"} | {"requests": len(self.requests)}
+        return dict(self.__dict__)
 
 
 def fetch_unanswered(client: WbClient) -> list[Item]:
@@ -239,9 +240,7 @@ def sync(conn: psycopg.Connection, cabinet_id: str, unanswered: list[Item], run_
                 (reply.rule.id, reply.answer, cabinet_id, item.item_id),
             ).fetchone()
             if moved is not None:
-                request_id = _queue_answer(conn, cabinet_id, item)
                 result.queued += 1
-                result.requests.append(request_id)
         if reply is not None and reply.complaint is not None:
             if _record_complaint(conn, cabinet_id, item, reply, run_id):
                 result.complaints += 1
@@ -260,6 +259,35 @@ def _queue_answer(conn: psycopg.Connection, cabinet_id: str, item: Item) -> int:
         (row[0], cabinet_id, item.item_id),
     )
     return int(row[0])
+
+
+def send_queued(conn: psycopg.Connection, client: WbClient, cabinet_id: str, run_id: str | None) -> dict[str, int]:
+    """Send the answers the sync queued, in the sync's own run (it holds the cabinet's gate and a
+    client already: no run per answer). The first transient WB failure stops here: that item and
+    every one after it become ``autoreply-answer-send`` requests, which retry with backoff."""
+    counts = {"answered": 0, "skipped": 0, "failed": 0, "requests": 0}
+    rows = conn.execute(
+        "SELECT item_id, kind FROM autoreply_items WHERE cabinet_id = %s AND state = 'queued' AND request_id IS NULL"
+        " ORDER BY created_date, item_id",
+        (cabinet_id,),
+    ).fetchall()
+    for n, (item_id, kind) in enumerate(rows):
+        try:
+            outcome = send_answer(conn, client, cabinet_id, SendTarget(item_id, kind, None), run_id)
+        except AnswerFailed:
+            counts["failed"] += 1
+            continue
+        except WbError as exc:
+            if not exc.is_transient:
+                raise
+            conn.rollback()
+            for rest_id, rest_kind in rows[n:]:
+                _queue_answer(conn, cabinet_id, Item(rest_id, rest_kind, None, None, ""))
+                counts["requests"] += 1
+            conn.commit()
+            break
+        counts["answered" if outcome == "answered" else "skipped"] += 1
+    return counts
 
 
 def _record_complaint(conn: psycopg.Connection, cabinet_id: str, item: Item, reply: Reply, run_id: str | None) -> bool:

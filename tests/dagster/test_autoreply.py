@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from dagster import SkipReason
 
 from optima_pipelines import requests as outbox
 from optima_pipelines.sensors.autoreply import autoreply_sync_sensor
@@ -68,11 +69,16 @@ def test_every_item_gets_exactly_one_answer_from_the_rules_and_a_failing_one_end
     assert len(open_fb) >= 4 and len(open_q) >= 1, (len(open_fb), len(open_q))
     wb_answers_before = answers_at_wb(sim)
 
+    # WB fails every answer for a while: the sync stops sending at the first failure, and that answer
+    # and the rest become autoreply-answer-send requests (5 attempts each, with backoff).
+    sim.faults.set("POST feedbacks/api/v1/feedbacks/answer", error_rate=1.0, times=6)
+    sim.faults.set("PATCH feedbacks/api/v1/questions", error_rate=1.0, times=6)
     run_sync(dagster_instance)
+    sim.faults.clear()
     queued = warehouse_conn.execute(
         "SELECT item_id, answer_text, request_id FROM autoreply_items WHERE state = 'queued'"
     ).fetchall()
-    assert len(queued) == len(open_fb) + len(open_q)
+    assert len(queued) == len(open_fb) + len(open_q) and all(r is not None for _, _, r in queued)
     # Someone answers one of them in the seller's portal before our answer goes out.
     elsewhere = next(item for item, _, _ in queued if item != angry and item in {f["id"] for f in open_fb})
     assert (
@@ -88,15 +94,17 @@ def test_every_item_gets_exactly_one_answer_from_the_rules_and_a_failing_one_end
     assert {r.job_name for r in run_requests} == {"autoreply_answer_send"}
     for run_request in run_requests:
         assert execute(run_request, dagster_instance).success
-    # Everything again: a later sync, and every send re-executed (a retry, a double launch).
-    run_sync_again, _ = evaluate(autoreply_sync_sensor, dagster_instance)
-    assert run_sync_again.run_requests  # a new window in a real deployment; here the same key
-    assert execute(run_sync_again.run_requests[0], dagster_instance).success
+    # New feedbacks and a question: the next sync answers them in its own run, no request, no run each.
+    later = [sim.add_feedback("c1", nm, "Отлично", valuation=5), sim.add_question("c1", nm, "Есть ли M?")]
+    run_sync(dagster_instance)
+    assert isinstance(evaluate(requests_sensor, dagster_instance)[0], SkipReason)
+    # Everything again (a retry, a double launch): nothing is sent twice.
     for run_request in run_requests[:3]:
         assert execute(run_request, dagster_instance).success
+    run_sync(dagster_instance)
 
     counted = answers_at_wb(sim) - wb_answers_before
-    ours = {item for item, _, _ in queued} - {elsewhere}
+    ours = ({item for item, _, _ in queued} | set(later)) - {elsewhere}
     assert {item: counted[item] for item in ours} == dict.fromkeys(ours, 1), "each item answered exactly once"
     assert counted[elsewhere] == 1  # the portal's answer only
     texts = {f["id"]: f["answer"]["text"] for f in sim.truth.feedbacks("c1") if f["answer"]}
@@ -112,7 +120,7 @@ def test_every_item_gets_exactly_one_answer_from_the_rules_and_a_failing_one_end
     actions = warehouse_conn.execute(
         "SELECT action, status, count(*) FROM engine_actions WHERE engine = 'autoreply' GROUP BY 1, 2 ORDER BY 1"
     ).fetchall()
-    fb_ours = len([i for i in ours if i in {f["id"] for f in open_fb}])
+    fb_ours = len([i for i in ours if i in {f["id"] for f in open_fb} | {later[0]}])
     assert actions == [
         ("answer_feedback", "ok", fb_ours),
         ("answer_question", "ok", len(ours) - fb_ours),
