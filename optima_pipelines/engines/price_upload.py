@@ -96,12 +96,14 @@ def send_chunk(
     items: Sequence[PriceUpdate],
     reason: str,
     run_id: str | None,
+    why: dict[int, str] | None = None,
     wait_seconds: float = TASK_WAIT_SECONDS,
 ) -> ChunkOutcome:
     """Send one chunk (or follow the one already sent) to its final status.
 
     The final step (chunk ``done``/``refused``, the audit row finished) is left uncommitted, so the
-    caller stores its per-item results in the same transaction. Raises a transient ``WbError`` or
+    caller stores its per-item results in the same transaction. ``why`` (per product, in words)
+    goes into the audit row with each item. Raises a transient ``WbError`` or
     ``TaskPending`` for the run to retry; the recorded state makes the retry safe."""
     state = chunk_state(conn, cabinet_id, intent_id)
     if state is not None and state[0] in ("done", "refused") and state[1] is not None:
@@ -109,7 +111,10 @@ def send_chunk(
         return _outcome(intent_id, client.wait_price_task(state[1], timeout=wait_seconds))
     request = {
         "items": len(items),
-        "data": [{"nmID": i.nm_id, "price": i.price, "discount": i.discount} for i in items],
+        "data": [
+            {"nmID": i.nm_id, "price": i.price, "discount": i.discount, **({"why": why[i.nm_id]} if why else {})}
+            for i in items
+        ],
     }
     action_id = begin_action(
         conn,

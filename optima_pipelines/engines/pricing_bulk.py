@@ -31,6 +31,9 @@ ENGINE = "pricing-bulk"
 QUEUE = "pricing-bulk"
 KIND = "pricing-bulk"
 MAX_ITEMS = 100_000
+#: Bounds of nm ids (bigint) and prices (integer): larger ones are refused as typos.
+MAX_NM = 2**53
+MAX_PRICE = 2**31
 #: Failures listed in the request's result (the table holds them all).
 RESULT_FAILURES = 100
 
@@ -78,11 +81,11 @@ def parse_items(raw: list[Any]) -> list[Item]:
         raw_price, raw_discount = entry.get("price"), entry.get("discount")
         price, discount = _int(raw_price), _int(raw_discount)
         error = None
-        if nm is None or nm <= 0:
+        if nm is None or not 0 < nm < MAX_NM:
             error = "nm_id must be a positive whole number"
         elif raw_price is None and raw_discount is None:
             error = "give a price, a discount or both"
-        elif raw_price is not None and (price is None or price <= 0):
+        elif raw_price is not None and (price is None or not 0 < price < MAX_PRICE):
             error = "price must be a positive whole number of rubles"
         elif raw_discount is not None and (discount is None or not 0 <= discount < 100):
             error = "discount must be a whole number from 0 to 99"

@@ -281,8 +281,9 @@ def apply_slot(
             engine=ENGINE,
             intent_id=f"repricer:{cabinet_id}:{slot}:{chunk_no}",
             items=[PriceUpdate(nm_id=nm, price=price) for nm, price, _ in items],
-            reason=f"repricer rules, slot {slot}: {len(items)} price(s), e.g. nm {items[0][0]}: {items[0][2]}",
+            reason=f"repricer rules, slot {slot}: {len(items)} price(s)",
             run_id=run_id,
+            why={nm: reason for nm, _, reason in items},
         )
         for nm, _, _ in items:
             error = outcome.item_error(nm)

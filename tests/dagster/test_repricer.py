@@ -76,6 +76,9 @@ def test_rules_move_wb_prices_to_where_they_say_once_per_slot(wb, warehouse_conn
         "SELECT engine, action, status, response->>'status', request->>'items' FROM engine_actions"
     ).fetchall()
     assert action == ("repricer", "upload_prices", "ok", "3", "4")
+    (sent,) = warehouse_conn.execute("SELECT request->'data' FROM engine_actions").fetchone()
+    why = {item["nmID"]: item["why"] for item in sent}
+    assert "target" in why[a] and "margin on cost" in why[b] and "WB quarantines" in why[c] and "capped" in why[d]
     assert len(writes(wb, "price_task")) == 1
 
     # The same slot again (a retry, a second tick): nothing is sent twice.
