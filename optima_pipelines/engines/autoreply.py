@@ -49,6 +49,8 @@ SYNC_QUEUE = "autoreply-sync"
 SEND_QUEUE = "autoreply-answer-send"
 SEND_KIND = "autoreply-answer-send"
 KINDS = ("feedback", "question")
+#: Answers one sync sends itself (two WB requests each, within WB's 3 a second): ~2 minutes.
+MAX_SENDS_PER_SYNC = 200
 #: Items that are still ours to answer (the sync reconciles them against WB's unanswered list).
 OPEN_STATES = ("new", "no_rule", "queued", "failed")
 
@@ -261,15 +263,19 @@ def _queue_answer(conn: psycopg.Connection, cabinet_id: str, item: Item) -> int:
     return int(row[0])
 
 
-def send_queued(conn: psycopg.Connection, client: WbClient, cabinet_id: str, run_id: str | None) -> dict[str, int]:
+def send_queued(
+    conn: psycopg.Connection, client: WbClient, cabinet_id: str, run_id: str | None, limit: int = MAX_SENDS_PER_SYNC
+) -> dict[str, int]:
     """Send the answers the sync queued, in the sync's own run (it holds the cabinet's gate and a
-    client already: no run per answer). The first transient WB failure stops here: that item and
-    every one after it become ``autoreply-answer-send`` requests, which retry with backoff."""
+    client already: no run per answer), oldest first, at most ``limit`` (the rest wait for the next
+    sync: a first sync of a cabinet with a long backlog does not hold the gate for long). The first
+    transient WB failure stops here: that item and every one after it become
+    ``autoreply-answer-send`` requests, which retry with backoff."""
     counts = {"answered": 0, "skipped": 0, "failed": 0, "requests": 0}
     rows = conn.execute(
         "SELECT item_id, kind FROM autoreply_items WHERE cabinet_id = %s AND state = 'queued' AND request_id IS NULL"
-        " ORDER BY created_date, item_id",
-        (cabinet_id,),
+        " ORDER BY created_date, item_id LIMIT %s",
+        (cabinet_id, limit),
     ).fetchall()
     for n, (item_id, kind) in enumerate(rows):
         try:
