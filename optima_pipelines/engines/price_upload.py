@@ -144,7 +144,8 @@ def send_chunk(
             conn.commit()
         result = client.wait_price_task(upload_id, timeout=wait_seconds)
     except WbError as exc:
-        if exc.is_transient:
+        if exc.is_transient or upload_id is not None:
+            # WB has the task (or may have it): never mark it refused; a re-run asks WB about it.
             finish_action(conn, action_id, "failed", {"error": str(exc), "upload_id": upload_id, "will_retry": True})
             conn.commit()
             raise
