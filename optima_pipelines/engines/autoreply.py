@@ -394,8 +394,17 @@ def send_answer(
         _set_item(conn, cabinet_id, target.item_id, "failed", error="WB does not know this item (deleted?)")
         conn.commit()
         raise AnswerFailed(f"WB has no {target.kind} {target.item_id}")
+    intent_id = f"answer:{target.kind}:{target.item_id}"
     if at_wb.answer is not None:
         ours = at_wb.answer.text.strip() == text
+        if ours:  # an earlier attempt landed although its answer was lost: the audit says so
+            row = conn.execute(
+                "SELECT id FROM engine_actions WHERE cabinet_id = %s AND engine = %s AND intent_id = %s"
+                " AND status <> 'ok'",
+                (cabinet_id, ENGINE, intent_id),
+            ).fetchone()
+            if row is not None:
+                finish_action(conn, row[0], "ok", {"answered": True, "confirmed_at_wb": True})
         _set_item(
             conn,
             cabinet_id,
@@ -414,7 +423,7 @@ def send_answer(
         target=f"{target.kind}:{target.item_id}",
         reason="answer from the cabinet's reply rules" if target.text is None else "answer given by the seller",
         request={"id": target.item_id, "text": text},
-        intent_id=f"answer:{target.kind}:{target.item_id}",
+        intent_id=intent_id,
         run_id=run_id,
     )
     if action_id is None:  # recorded ok before, yet WB shows no answer: never send twice
