@@ -125,41 +125,7 @@ def cadences() -> list[Cadence]:
             "successful runs older than OPTIMA_RUN_RETENTION_DAYS",
         ),
         *_sync_cadences(),
-        *_bid_booking_abtest_cadences(),
-    ]
-
-
-def _bid_booking_abtest_cadences() -> list[Cadence]:
-    """Engines of issue 8: the autobidder's bid engine, the slot-booking monitor, the A/B test metrics."""
-    return [
-        Cadence(
-            "autobidder_bid_engine_sensor",
-            "autobidder-bid-engine",
-            "autobidder_bid_engine",
-            "interval",
-            "every 60 s",
-            "cabinets whose autobidder rules would change a bid now (decided in the sensor; no run otherwise)",
-            interval_seconds=60,
-            window_seconds=60,
-        ),
-        Cadence(
-            "booking_slot_monitor",
-            "booking-slot-monitor",
-            None,
-            "interval",
-            "every 12 s",
-            "open booking tasks: one poll of WB's acceptance coefficients for all of them, in the sensor (no run)",
-            interval_seconds=12,
-        ),
-        Cadence(
-            "ab_test_metrics_schedule",
-            "ab-test-metrics",
-            "ab_test_metrics",
-            "cron",
-            "25 */3 * * *",
-            "one run for every running A/B test (skipped when none runs)",
-            window_seconds=3 * 3600,
-        ),
+        *_engine_cadences(),
     ]
 
 
@@ -241,6 +207,67 @@ def _sync_cadences() -> list[Cadence]:
             "cabinets whose finance, ads, funnel, stocks or catalog sync WB paused, once the pause is over "
             "(launches that sync's job)",
             interval_seconds=30,
+        ),
+    ]
+
+
+def _engine_cadences() -> list[Cadence]:
+    """The engines of issue 8 that run on a cadence (the on-demand ones are request kinds)."""
+    return [
+        Cadence(
+            "autobidder_bid_engine_sensor",
+            "autobidder-bid-engine",
+            "autobidder_bid_engine",
+            "interval",
+            "every 60 s",
+            "cabinets whose autobidder rules would change a bid now (decided in the sensor; no run otherwise)",
+            interval_seconds=60,
+            window_seconds=60,
+        ),
+        Cadence(
+            "booking_slot_monitor",
+            "booking-slot-monitor",
+            None,
+            "interval",
+            "every 12 s",
+            "open booking tasks: one poll of WB's acceptance coefficients for all of them, in the sensor (no run)",
+            interval_seconds=12,
+        ),
+        Cadence(
+            "ab_test_metrics_schedule",
+            "ab-test-metrics",
+            "ab_test_metrics",
+            "cron",
+            "25 */3 * * *",
+            "one run for every running A/B test (skipped when none runs)",
+            window_seconds=3 * 3600,
+        ),
+        Cadence(
+            "repricer_sensor",
+            "repricer-schedule",
+            "repricer",
+            "table",
+            "every N hours per (cabinet, rule interval), from repricer_rules (checked every minute)",
+            "(cabinet, interval_hours) of the enabled rules of active cabinets, once per slot of the interval",
+            interval_seconds=60,
+        ),
+        Cadence(
+            "autoreply_sync_sensor",
+            "autoreply-sync",
+            "autoreply_sync",
+            "interval",
+            "every 15 min",
+            "active cabinets with enabled autoreply_rules",
+            interval_seconds=900,
+            window_seconds=900,
+        ),
+        Cadence(
+            "cabinet_status_summary_schedule",
+            "example-jobs",
+            "cabinet_status_summary_job",
+            "cron",
+            "0 7 * * *",
+            "one run (the template; stopped by default)",
         ),
     ]
 

@@ -11,6 +11,7 @@ from optima_pipelines import logs
 from optima_pipelines.assets.abtests import ab_test_metrics_job
 from optima_pipelines.assets.ads import ad_campaign_stats, ad_campaigns, ads_sync_job
 from optima_pipelines.assets.autobidder import autobidder_bid_engine_job, autobidder_sync_job
+from optima_pipelines.assets.autoreply import autoreply_answer_send_job, autoreply_sync_job
 from optima_pipelines.assets.catalog import (
     catalog_cards_job,
     catalog_full_job,
@@ -25,11 +26,13 @@ from optima_pipelines.assets.digitization import (
     wb_orders,
     wb_sales,
 )
-from optima_pipelines.assets.example import cabinet_status_summary
+from optima_pipelines.assets.example import cabinet_status_summary, cabinet_status_summary_job
 from optima_pipelines.assets.finance import finance_report_import_job, finance_sync_job, wb_report_lines
 from optima_pipelines.assets.funnel import funnel_sync_job, rnp_funnel_stats
 from optima_pipelines.assets.inventory import inventory_sync_job, stocks
 from optima_pipelines.assets.news import kb_articles, news_sync_job
+from optima_pipelines.assets.pricing_bulk import pricing_bulk_job
+from optima_pipelines.assets.repricer import repricer_job
 from optima_pipelines.assets.rnp import (
     rnp_ads,
     rnp_daily,
@@ -46,15 +49,18 @@ from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sensors.abtests import ab_test_metrics_schedule
 from optima_pipelines.sensors.ads import ads_sync_sensor
 from optima_pipelines.sensors.autobidder import autobidder_bid_engine_sensor
+from optima_pipelines.sensors.autoreply import autoreply_sync_sensor
 from optima_pipelines.sensors.booking import booking_slot_monitor
 from optima_pipelines.sensors.cabinets import cabinet_partitions_sensor
 from optima_pipelines.sensors.catalog import catalog_cards_schedule, catalog_prices_sensor
 from optima_pipelines.sensors.digitization import digitization_backfill_schedule, digitization_increment_sensor
+from optima_pipelines.sensors.example import cabinet_status_summary_schedule
 from optima_pipelines.sensors.finance import finance_sync_schedule
 from optima_pipelines.sensors.funnel import funnel_sync_sensor
 from optima_pipelines.sensors.inventory import inventory_sync_schedule
 from optima_pipelines.sensors.news import news_sync_schedule
 from optima_pipelines.sensors.queue import account_busy_sensor, dead_run_sensor
+from optima_pipelines.sensors.repricer import repricer_sensor
 from optima_pipelines.sensors.requests import requests_sensor
 from optima_pipelines.sensors.rnp import rnp_merge_sync, rnp_reaggregate_sensor
 from optima_pipelines.sensors.wb_sync import wb_sync_resume_sensor
@@ -111,8 +117,15 @@ JOBS: list[Any] = [
     rnp_daily_check_job,
     partition_manager_job,
     prune_runs_job,
+    # the engines (issue 8)
     autobidder_bid_engine_job,
     ab_test_metrics_job,
+    repricer_job,
+    pricing_bulk_job,
+    autoreply_sync_job,
+    autoreply_answer_send_job,
+    # the house template
+    cabinet_status_summary_job,
 ]
 SCHEDULES = [
     digitization_backfill_schedule,
@@ -124,6 +137,7 @@ SCHEDULES = [
     partition_manager_weekly,
     prune_runs_schedule,
     ab_test_metrics_schedule,
+    cabinet_status_summary_schedule,
 ]
 SENSORS = [
     cabinet_partitions_sensor,
@@ -138,6 +152,8 @@ SENSORS = [
     dead_run_sensor,
     autobidder_bid_engine_sensor,
     booking_slot_monitor,
+    repricer_sensor,
+    autoreply_sync_sensor,
 ]
 
 _warehouse = Warehouse(database_url=EnvVar("OPTIMA_DATABASE_URL"))

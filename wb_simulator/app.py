@@ -129,6 +129,9 @@ def create_app(sim: Simulator) -> Starlette:
         if fault.kind == "malformed":
             return _http(Response(200, raw=b"<html><body><h1>502 Bad Gateway</h1></body></html>"), remaining)
         resp = await run_in_threadpool(_run, sim, ep, info, http, await http.body(), fault.kind)
+        if fault.kind == "lost_reply":  # the method ran; its answer is lost on the way back
+            lost = {"title": "internal server error", "detail": "upstream timeout", "status": fault.status}
+            return _http(Response(fault.status, lost), remaining)
         return _http(resp, remaining)
 
     return Starlette(routes=[*admin_routes(sim), Route("/{category}/{path:path}", gateway, methods=METHODS)])

@@ -15,6 +15,8 @@ Kinds, checked in this order on each matching request (the first that fires wins
 - ``malformed``: a 200 whose body is not JSON at all;
 - ``wrong_types``: the real body with the first row's fields given the wrong JSON types
   (numbers as strings, strings as numbers);
+- ``lost_reply``: the method runs (WB acts on it), then the answer is replaced by a 5xx, as when
+  WB's gateway loses the reply of a write that was applied;
 - ``latency_s``: added before the answer, for every matching request, or only for a
   ``latency_spike_rate`` fraction of them.
 
@@ -43,6 +45,7 @@ class FaultRule:
     malformed: float = 0.0
     wrong_types: float = 0.0
     empty_204: float = 0.0
+    lost_reply: float = 0.0
     times: int | None = None
     fired: int = 0
     rng: random.Random = field(default_factory=random.Random, repr=False)
@@ -65,7 +68,7 @@ class Fault:
     latency_s: float = 0.0
 
 
-_KINDS = ("error_rate", "rate_429", "empty_204", "truncate", "malformed", "wrong_types")
+_KINDS = ("error_rate", "rate_429", "empty_204", "truncate", "malformed", "wrong_types", "lost_reply")
 
 
 def _rate(value: Any, name: str) -> float:
@@ -100,6 +103,7 @@ class Faults:
         malformed: bool | float = False,
         wrong_types: bool | float = False,
         empty_204: bool | float = False,
+        lost_reply: bool | float = False,
         times: int | None = None,
     ) -> FaultRule:
         """Add a rule (rules added later are checked first); returns it (``rule.fired`` counts its faults)."""
@@ -121,6 +125,7 @@ class Faults:
                 malformed=_rate(malformed, "malformed"),
                 wrong_types=_rate(wrong_types, "wrong_types"),
                 empty_204=_rate(empty_204, "empty_204"),
+                lost_reply=_rate(lost_reply, "lost_reply"),
                 times=times,
                 rng=random.Random(zlib.crc32(f"{self._seed}:fault:{self._count}".encode())),
             )
@@ -155,7 +160,11 @@ class Faults:
                     edge += getattr(rule, kind)
                     if draw < edge:
                         rule.fired += 1
-                        status = {"error_rate": rule.rng.choice((500, 502, 503, 504)), "rate_429": 429}.get(kind, 200)
+                        status = 200
+                        if kind in ("error_rate", "lost_reply"):
+                            status = rule.rng.choice((500, 502, 503, 504))
+                        elif kind == "rate_429":
+                            status = 429
                         if kind == "empty_204":
                             status = 204
                         return Fault(kind, status, latency)

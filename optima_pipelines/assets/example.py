@@ -8,9 +8,10 @@ person wants to see in the UI, a job and a schedule declared in the cadence regi
 
 from __future__ import annotations
 
-from dagster import MaterializeResult, MetadataValue, asset
+from dagster import MaterializeResult, MetadataValue, asset, define_asset_job
 
 from optima_pipelines.logs import get_logger
+from optima_pipelines.queues import queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 
 # Our own logger, not context.log: its lines carry run_id and cabinet (optima_pipelines.logs binds
@@ -37,3 +38,12 @@ def cabinet_status_summary(warehouse: Warehouse) -> MaterializeResult:
             "by_status": MetadataValue.json(counts),
         }
     )
+
+
+#: The job a schedule launches (``sensors/example.py``); its tags put its runs in their queue.
+cabinet_status_summary_job = define_asset_job(
+    "cabinet_status_summary_job",
+    selection=[cabinet_status_summary],
+    tags=queue_tags("example-jobs"),
+    description="The template job: materializes cabinet_status_summary.",
+)

@@ -34,7 +34,7 @@ from optima_pipelines.sensors.handlers import RequestHandler
 
 
 def _handlers() -> dict[str, RequestHandler]:
-    from optima_pipelines.sensors import autobidder, catalog, digitization, finance
+    from optima_pipelines.sensors import autobidder, autoreply, catalog, digitization, finance, pricing_bulk
 
     return {
         h.kind: h
@@ -43,6 +43,8 @@ def _handlers() -> dict[str, RequestHandler]:
             *finance.REQUEST_HANDLERS,
             *autobidder.REQUEST_HANDLERS,
             *catalog.REQUEST_HANDLERS,
+            *pricing_bulk.REQUEST_HANDLERS,
+            *autoreply.REQUEST_HANDLERS,
         ]
     }
 

@@ -222,6 +222,8 @@ VALID: list[tuple[str, Call, int]] = [
         lambda wb, e: wb.get("feedbacks", "/api/v1/feedbacks", isAnswered="true", take=20, skip=0),
         200,
     ),
+    ("one feedback", lambda wb, e: wb.get("feedbacks", "/api/v1/feedback", id=e["feedback"]), 200),
+    ("one question", lambda wb, e: wb.get("feedbacks", "/api/v1/question", id=e["question"]), 200),
     (
         "answer a feedback",
         lambda wb, e: wb.post("feedbacks", "/api/v1/feedbacks/answer", {"id": e["feedback"], "text": "Спасибо!"}),

@@ -200,6 +200,22 @@ def test_each_fault_kind(fast: tuple[Simulator, str]) -> None:
     )
 
 
+def test_a_lost_reply_is_a_5xx_for_a_write_wb_applied(fast: tuple[Simulator, str]) -> None:
+    sim, base = fast
+    wb = Wb(base, sim.token("c1"))
+    goods = wb.get("prices", "/api/v2/list/goods/filter", limit=1).json()["data"]["listGoods"][0]
+    body = {"data": [{"nmID": goods["nmID"], "price": int(goods["sizes"][0]["price"]) + 1}]}
+    try:
+        sim.faults.set("POST prices/api/v2/upload/task", lost_reply=True, times=1)
+        assert wb.post("prices", "/api/v2/upload/task", body).status_code >= 500
+        # WB applied it: the same task again is WB's "already exists" with the first task's id.
+        again = wb.post("prices", "/api/v2/upload/task", body)
+        assert again.status_code == 208 and again.json()["data"]["alreadyExists"] is True
+    finally:
+        sim.faults.clear()
+        wb.close()
+
+
 def test_a_storm_is_reproducible() -> None:
     def storm() -> list[int]:
         sim = small_sim(seed=21, time_scale=1e6)

@@ -112,6 +112,29 @@ def questions_unanswered(req: Request) -> Response:
     return _counts(req, inbox.questions)
 
 
+# WB's answer for an id it does not know is not documented; the simulator answers 200 with null data.
+@endpoint("feedbacks", "GET", "/api/v1/feedback", "feedbacks")
+def feedback(req: Request) -> Response:
+    fid = req.query.get("id")
+    if not fid:
+        return _bad(req, "id: field required")
+    inbox = req.sim.inboxes[req.cabinet.id]
+    inbox.ensure(req.t)
+    fb = inbox.feedback_by_id.get(fid)
+    return Response(200, envelope(fb.render(req.cabinet) if fb else None, feedbacks=True))
+
+
+@endpoint("feedbacks", "GET", "/api/v1/question", "feedbacks")
+def question(req: Request) -> Response:
+    qid = req.query.get("id")
+    if not qid:
+        return _bad(req, "id: field required")
+    inbox = req.sim.inboxes[req.cabinet.id]
+    inbox.ensure(req.t)
+    q = inbox.question_by_id.get(qid)
+    return Response(200, envelope(q.render(req.cabinet) if q else None, feedbacks=True))
+
+
 def _json_body(req: Request) -> dict[str, Any] | Response:
     content_type = req.headers.get("content-type", "").strip()
     if not content_type:

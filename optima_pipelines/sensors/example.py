@@ -1,0 +1,21 @@
+"""example-jobs: the template's schedule, declared in the cadence registry like every other cadence."""
+
+from __future__ import annotations
+
+from dagster import DefaultScheduleStatus, ScheduleDefinition
+
+from optima_pipelines.assets.example import cabinet_status_summary_job
+from optima_pipelines.cadences import cadence
+
+_CADENCE = cadence("cabinet_status_summary_schedule")
+
+# Stopped by default: the template has no business purpose (the original's example-jobs queue had
+# no cadence); switch it on in the UI to watch the pattern run.
+cabinet_status_summary_schedule = ScheduleDefinition(
+    name=_CADENCE.name,
+    job=cabinet_status_summary_job,
+    cron_schedule=_CADENCE.cadence,
+    execution_timezone=_CADENCE.timezone,
+    default_status=DefaultScheduleStatus.STOPPED,
+    description="The template's schedule: counts cabinets by status once a day.",
+)
