@@ -468,21 +468,10 @@ def apply_bids(
                 intent_id=intent,
                 run_id=run_id,
             )
-            if action_id is None:  # sent and confirmed by an earlier attempt
-                result.already_sent += 1
-                _save_state(
-                    conn,
-                    v.id,
-                    bid_kopecks=decision.bid,
-                    set_at=now,
-                    stats_loaded_at=v.stats_loaded_at,
-                    decided_at=now,
-                    decision=decision.reason,
-                    last_error=None,
-                )
-                continue
-            if on_wb.get((v.advert_id, v.nm_id, v.placement)) == decision.bid:
+            if action_id is not None and on_wb.get((v.advert_id, v.nm_id, v.placement)) == decision.bid:
                 finish_action(conn, action_id, "ok", {"already_on_wb": True, "bid_kopecks": decision.bid})
+                action_id = None  # WB holds it already: nothing to send
+            if action_id is None:  # sent and confirmed, by an earlier attempt or found on WB
                 result.already_sent += 1
                 _save_state(
                     conn,
