@@ -52,11 +52,8 @@ setup(
     ],
     extras_require={
         "test": [
-            # <9.2: pytest 9.2 keeps a node id in Node._id, and xdist 3.8's loadgroup (pytest.ini)
-            # still renames the old Node._nodeid, so its groups would silently not group.
-            "pytest>=8,<9.2",
+            "pytest>=8",
             "pytest-timeout>=2.3",
-            "pytest-xdist>=3.5",
             "openapi-core>=0.19",
             "ruff>=0.6",
             "mypy>=1.10",

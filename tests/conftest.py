@@ -30,14 +30,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "system: runs the real Dagster daemon/webserver as processes")
 
 
-def pytest_itemcollected(item: pytest.Item) -> None:
-    """System tests share one xdist worker, one at a time: each starts a whole deployment (daemon,
-    webserver, code server) and some measure its queue, which two at once would disturb. (Marked as
-    each item is collected: xdist reads the groups in its own pytest_collection_modifyitems.)"""
-    if item.get_closest_marker("system"):
-        item.add_marker(pytest.mark.xdist_group("system"))
-
-
 @pytest.fixture(scope="session")
 def server_url() -> Iterator[str]:
     """A libpq URL of a PostgreSQL server (any database on it)."""
