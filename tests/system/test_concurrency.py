@@ -281,9 +281,11 @@ def test_a_killed_run_releases_its_cabinet(slow_stack):  # type: ignore[no-untyp
     os.kill(pid, signal.SIGKILL)
     killed_at, killed_epoch = time.monotonic(), time.time()
     stack.sim.faults.clear()
+    # dead_run_sensor ticks every 15 s, but it shares the sensor daemon's 4 threads with ~20 sensors:
+    # on a loaded 2-core machine a tick can come late (90 s ran out once with the engines' sensors).
     wait_until(
         lambda: stack.instance.get_run_by_id(victim.run_id).status == DagsterRunStatus.FAILURE,
-        90,
+        150,
         "the killed run to fail",
         dev,
     )
@@ -298,14 +300,24 @@ def test_a_killed_run_releases_its_cabinet(slow_stack):  # type: ignore[no-untyp
         )
 
     wait_until(h1_ran_again, 120, "h1 to run again after the kill", dev)
-    assert time.monotonic() - killed_at < 150
+    assert time.monotonic() - killed_at < 240  # released and run again within a bounded time
 
 
 def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  # type: ignore[no-untyped-def]
     stack, dev = slow_stack, slow_stack.dev
-    # Let the start-up burst of every sync (ads, funnel, prices, ...) drain first.
+    # Let the start-up burst of every other sync (ads, funnel, prices, ...) drain first; the increments
+    # themselves come every INTERVAL_S and, on a busy machine, always have one queued.
     wait_until(
-        lambda: not stack.instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.QUEUED])), 180, "an idle queue", dev
+        lambda: (
+            not [
+                r
+                for r in stack.instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.QUEUED]))
+                if r.job_name != "digitization_increment"
+            ]
+        ),
+        240,
+        "the start-up burst of the other syncs to drain",
+        dev,
     )
     penalty_simulated_s = 1200  # 20 WB minutes = 60 s here (time scale 20)
     stack.sim.penalize("h2", "statistics.orders", penalty_simulated_s)
