@@ -6,10 +6,14 @@ config; an invalid request ends as failed with the handler's reason and launches
 
 Exactly once: the run key is ``request-<id>``, and Dagster never launches a sensor run key twice,
 even across daemon restarts (DESIGN.md §4.9). The run id, status and error text are copied from the
-run onto the request on the following ticks (and by the run itself when it succeeds).
+run onto the request on the following ticks (and by the run itself when it succeeds). A run whose
+worker died (the deployment stopped under it) is re-queued by Dagster's run retries: the request
+waits for that retry instead of failing with the dead run.
 """
 
 from __future__ import annotations
+
+import time
 
 import psycopg
 from dagster import (
@@ -17,6 +21,7 @@ from dagster import (
     DagsterInstance,
     DagsterRunStatus,
     DefaultSensorStatus,
+    RunRecord,
     RunRequest,
     RunsFilter,
     SensorEvaluationContext,
@@ -24,6 +29,7 @@ from dagster import (
     SkipReason,
     sensor,
 )
+from dagster._core.storage.tags import WILL_RETRY_TAG  # the run-retry verdict (Dagster pinned exactly)
 
 from optima_pipelines import requests as outbox
 from optima_pipelines.cadences import cadence
@@ -67,12 +73,33 @@ def run_failure_reason(instance: DagsterInstance, run_id: str) -> str:
     return "the run failed"
 
 
+#: How long a failed run may go without Dagster's verdict on retrying it before the failure is final
+#: (the daemon writes the verdict right after the failure event; a missing one means it never will).
+RETRY_VERDICT_WAIT_S = 120
+
+
+def retry_pending(instance: DagsterInstance, record: RunRecord) -> bool:
+    """True while a failed run is to be re-queued by Dagster's run retries (a worker that died, a
+    deployment stopped under it): its retry, which carries the same tags, then serves the request."""
+    run = record.dagster_run
+    if run.status != DagsterRunStatus.FAILURE or not instance.run_retries_enabled:
+        return False
+    verdict = run.tags.get(WILL_RETRY_TAG)
+    if verdict is None:
+        ended = record.end_time or record.update_timestamp.timestamp()
+        return time.time() - ended < RETRY_VERDICT_WAIT_S
+    return verdict == "true"
+
+
 def reconcile(instance: DagsterInstance, conn: psycopg.Connection, request: outbox.Request) -> str | None:
-    """Copy the state of the request's run onto it; returns the new status if it changed."""
-    runs = instance.get_runs(RunsFilter(tags={TAG_REQUEST_ID: str(request.id)}), limit=1)
-    if not runs:
+    """Copy the state of the request's run (the latest, a retry if there is one) onto it; returns the
+    new status if it changed."""
+    records = instance.get_run_records(RunsFilter(tags={TAG_REQUEST_ID: str(request.id)}), limit=1)
+    if not records:
         return None
-    run = runs[0]
+    run = records[0].dagster_run
+    if retry_pending(instance, records[0]):
+        return None
     if run.status == DagsterRunStatus.SUCCESS:
         outbox.mark_succeeded(conn, request.id, run.run_id, request.result or {})
         return "succeeded"

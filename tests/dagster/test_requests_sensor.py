@@ -1,0 +1,57 @@
+"""The requests sensor keeps a request in step with its run, across Dagster's run retries."""
+
+from __future__ import annotations
+
+import uuid
+
+from dagster import DagsterRun, DagsterRunStatus
+
+from optima_pipelines import requests as outbox
+from optima_pipelines.queues import TAG_REQUEST_ID
+from optima_pipelines.sensors.requests import reconcile
+
+WILL_RETRY = "dagster/will_retry"
+
+
+def add_run(instance, request_id: int, **tags: str) -> DagsterRun:  # type: ignore[no-untyped-def]
+    run = DagsterRun(
+        job_name="digitization_import",
+        run_id=str(uuid.uuid4()),
+        status=DagsterRunStatus.STARTED,
+        tags={TAG_REQUEST_ID: str(request_id), **tags},
+    )
+    return instance.add_run(run)
+
+
+def status(conn, instance, request_id: int) -> tuple[str, str | None]:  # type: ignore[no-untyped-def]
+    reconcile(instance, conn, outbox.get_request(conn, request_id))
+    request = outbox.get_request(conn, request_id)
+    return request.status, request.run_id
+
+
+def test_a_request_whose_run_died_waits_for_the_retry_and_ends_with_it(warehouse_conn, dagster_instance):
+    request_id = outbox.create_request(warehouse_conn, "import-user-feeds", "c1", {"dateFrom": "2026-11-01"})
+    died = add_run(dagster_instance, request_id)
+    assert status(warehouse_conn, dagster_instance, request_id) == ("running", died.run_id)
+
+    # Its worker died (the deployment stopped under it): the run fails and Dagster will re-queue it.
+    dagster_instance.report_run_failed(died, "the run's worker process is gone")
+    assert dagster_instance.get_run_by_id(died.run_id).tags.get(WILL_RETRY) == "true"
+    assert status(warehouse_conn, dagster_instance, request_id) == ("running", died.run_id)
+
+    retry = add_run(dagster_instance, request_id, **{"dagster/parent_run_id": died.run_id})
+    assert status(warehouse_conn, dagster_instance, request_id) == ("running", retry.run_id)
+    dagster_instance.report_run_failed(retry, "WB said 401: the token is invalid")
+    dagster_instance.add_run_tags(retry.run_id, {WILL_RETRY: "false"})  # its one retry is spent
+    request_status, run_id = status(warehouse_conn, dagster_instance, request_id)
+    assert (request_status, run_id) == ("failed", retry.run_id)
+    assert "the token is invalid" in outbox.get_request(warehouse_conn, request_id).error
+
+
+def test_a_request_whose_run_failed_for_good_fails_at_once(warehouse_conn, dagster_instance):
+    request_id = outbox.create_request(warehouse_conn, "import-user-feeds", "c1", {"dateFrom": "2026-11-01"})
+    run = add_run(dagster_instance, request_id)
+    dagster_instance.report_run_failed(run, "the payload names no cabinet")
+    dagster_instance.add_run_tags(run.run_id, {WILL_RETRY: "false"})
+    assert status(warehouse_conn, dagster_instance, request_id) == ("failed", run.run_id)
+    assert "names no cabinet" in outbox.get_request(warehouse_conn, request_id).error
