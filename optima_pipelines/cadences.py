@@ -9,7 +9,11 @@ against what definitions.py actually registers.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
+from dagster import DefaultScheduleStatus, DefaultSensorStatus
+
+from optima_pipelines.errors import ConfigError
 from optima_pipelines.settings import load_settings
 from optima_pipelines.timeutil import MOSCOW_TZ_NAME
 
@@ -277,3 +281,33 @@ def cadence(name: str) -> Cadence:
         if c.name == name:
             return c
     raise KeyError(name)
+
+
+def stopped_automations() -> set[str]:
+    """The sensors and schedules OPTIMA_AUTOMATIONS_STOPPED starts stopped; ConfigError on a pattern
+    that names none of them (a typo would otherwise leave an engine running)."""
+    names = [c.name for c in cadences()]
+    stopped: set[str] = set()
+    for pattern in load_settings().automations_stopped:
+        matched = {n for n in names if fnmatchcase(n, pattern)}
+        if not matched:
+            raise ConfigError(
+                f"OPTIMA_AUTOMATIONS_STOPPED: {pattern!r} names no sensor or schedule; they are: {', '.join(names)}"
+            )
+        stopped |= matched
+    return stopped
+
+
+def _runs_by_default(name: str, running: bool) -> bool:
+    cadence(name)  # every sensor and schedule is declared above
+    return running and name not in stopped_automations()
+
+
+def sensor_status(name: str) -> DefaultSensorStatus:
+    """How the sensor starts in a new deployment: running, unless OPTIMA_AUTOMATIONS_STOPPED names it."""
+    return DefaultSensorStatus.RUNNING if _runs_by_default(name, True) else DefaultSensorStatus.STOPPED
+
+
+def schedule_status(name: str, running: bool = True) -> DefaultScheduleStatus:
+    """How the schedule starts in a new deployment: ``running``, unless OPTIMA_AUTOMATIONS_STOPPED names it."""
+    return DefaultScheduleStatus.RUNNING if _runs_by_default(name, running) else DefaultScheduleStatus.STOPPED

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
-from dagster import BetaWarning, Definitions, EnvVar, PreviewWarning, in_process_executor
+from dagster import Definitions, EnvVar, in_process_executor
 
 from optima_pipelines import logs
 from optima_pipelines.assets.abtests import ab_test_metrics_job
@@ -64,14 +63,6 @@ from optima_pipelines.sensors.repricer import repricer_sensor
 from optima_pipelines.sensors.requests import requests_sensor
 from optima_pipelines.sensors.rnp import rnp_merge_sync, rnp_reaggregate_sensor
 from optima_pipelines.sensors.wb_sync import wb_sync_resume_sensor
-
-# Dagster 1.13 itself passes `owners` when it binds a sensor's jobs, and warns about it on every
-# load of every process; nothing of ours uses owners.
-warnings.filterwarnings("ignore", message="Parameter `owners` of initializer", category=BetaWarning)
-# Two features we use on purpose and test: single-run backfills of the РНП (BackfillPolicy, beta)
-# and partitioned asset checks on rnp_daily (preview). Say so once here, not on every load.
-warnings.filterwarnings("ignore", message="Parameter `backfill_policy` of", category=BetaWarning)
-warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=PreviewWarning)
 
 # Every process that loads the code location (code server, run workers) logs with run id and
 # cabinet on each line, and never a token.

@@ -41,6 +41,9 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "prune_runs maintenance job (failed runs are kept). Default 7.",
     "OPTIMA_PARTITION_RETENTION_MONTHS": "Months of rnp_daily (and its rollups) kept before the current one: "
     "the weekly partition-manager drops older table partitions. Default 24, at least 3.",
+    "OPTIMA_AUTOMATIONS_STOPPED": "Sensors and schedules that start stopped in this deployment, comma-separated "
+    "names or shell patterns (e.g. autobidder_*,repricer_sensor on a staging copy, so its engines never act on "
+    "WB). An operator can still start them in the UI. A pattern that names nothing is an error. Default: none.",
 }
 
 
@@ -62,6 +65,8 @@ class Settings:
     ui_password: str | None = field(default=None, repr=False)
     run_retention_days: int = 7
     partition_retention_months: int = 24
+    #: Names or shell patterns of sensors/schedules that start stopped (checked by cadences.py).
+    automations_stopped: tuple[str, ...] = ()
 
     @property
     def warehouse_schema(self) -> str:
@@ -120,4 +125,7 @@ def load_settings() -> Settings:
         run_retention_days=_int_env("OPTIMA_RUN_RETENTION_DAYS", 7),
         # At least 3: the nightly merge heals the last 90 days, which must stay partitioned.
         partition_retention_months=_int_env("OPTIMA_PARTITION_RETENTION_MONTHS", 24, minimum=3),
+        automations_stopped=tuple(
+            p.strip() for p in (os.environ.get("OPTIMA_AUTOMATIONS_STOPPED") or "").split(",") if p.strip()
+        ),
     )

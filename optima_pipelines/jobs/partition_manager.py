@@ -19,7 +19,6 @@ from datetime import date
 
 import psycopg
 from dagster import (
-    DefaultScheduleStatus,
     OpExecutionContext,
     Output,
     ScheduleDefinition,
@@ -29,7 +28,7 @@ from dagster import (
 )
 from psycopg import sql
 
-from optima_pipelines.cadences import cadence
+from optima_pipelines.cadences import cadence, schedule_status
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.queues import queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
@@ -213,6 +212,6 @@ partition_manager_weekly = ScheduleDefinition(
     cron_schedule=_WEEKLY.cadence,
     execution_timezone=_WEEKLY.timezone,
     job=partition_manager_job,
-    default_status=DefaultScheduleStatus.RUNNING,
+    default_status=schedule_status(_WEEKLY.name),
     description="partition-manager: monthly table partitions 3 months ahead, older ones dropped by retention.",
 )

@@ -27,7 +27,6 @@ from dagster import (
     DagsterEventType,
     DagsterInstance,
     DagsterRunStatus,
-    DefaultScheduleStatus,
     Failure,
     OpExecutionContext,
     RunsFilter,
@@ -36,7 +35,7 @@ from dagster import (
     op,
 )
 
-from optima_pipelines.cadences import cadence
+from optima_pipelines.cadences import cadence, schedule_status
 from optima_pipelines.queues import queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.settings import load_settings
@@ -151,6 +150,6 @@ prune_runs_schedule = ScheduleDefinition(
     job=prune_runs_job,
     cron_schedule=_NIGHTLY.cadence,
     execution_timezone=_NIGHTLY.timezone,
-    default_status=DefaultScheduleStatus.RUNNING,
+    default_status=schedule_status(_NIGHTLY.name),
     description="Nightly run retention (02:40 Moscow, before the 03:00 backfills).",
 )

@@ -4,10 +4,10 @@ gate), skipped when no test is running."""
 from __future__ import annotations
 
 import psycopg
-from dagster import DefaultScheduleStatus, RunRequest, ScheduleEvaluationContext, SkipReason, schedule
+from dagster import RunRequest, ScheduleEvaluationContext, SkipReason, schedule
 
 from optima_pipelines.assets.abtests import QUEUE, ab_test_metrics_job
-from optima_pipelines.cadences import cadence
+from optima_pipelines.cadences import cadence, schedule_status
 from optima_pipelines.engines import abtests
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
@@ -22,7 +22,7 @@ _AB = cadence("ab_test_metrics_schedule")
     job=ab_test_metrics_job,
     cron_schedule=_AB.cadence,
     execution_timezone=_AB.timezone,
-    default_status=DefaultScheduleStatus.RUNNING,
+    default_status=schedule_status(_AB.name),
     description=f"A/B test metrics of every running test from the synced ads and funnel data (cron {_AB.cadence}, "
     f"{_AB.timezone}; skipped when no test is running).",
 )

@@ -16,10 +16,10 @@ from __future__ import annotations
 import time
 
 import psycopg
-from dagster import DefaultSensorStatus, SensorEvaluationContext, SensorResult, SkipReason, sensor
+from dagster import SensorEvaluationContext, SensorResult, SkipReason, sensor
 
 from optima_pipelines.assets.autobidder import BID_QUEUE, QUEUE, autobidder_bid_engine_job, autobidder_sync_job
-from optima_pipelines.cadences import cadence
+from optima_pipelines.cadences import cadence, sensor_status
 from optima_pipelines.engines import autobidder
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.fanout import busy_cabinets
@@ -44,7 +44,7 @@ _BID = cadence("autobidder_bid_engine_sensor")
     name=_BID.name,
     job=autobidder_bid_engine_job,
     minimum_interval_seconds=_BID.interval_seconds or 60,
-    default_status=DefaultSensorStatus.RUNNING,
+    default_status=sensor_status(_BID.name),
     description="Every minute: launches the bid engine for each cabinet whose autobidder rules would change a bid "
     "now (decided here from the warehouse; no run for a cabinet with nothing to change).",
 )

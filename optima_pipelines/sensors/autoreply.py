@@ -11,11 +11,11 @@ import time
 from typing import Any
 
 import psycopg
-from dagster import DefaultSensorStatus, SensorEvaluationContext, SensorResult, SkipReason, sensor
+from dagster import SensorEvaluationContext, SensorResult, SkipReason, sensor
 
 from optima_pipelines.assets.autoreply import autoreply_answer_send_job, autoreply_sync_job
 from optima_pipelines.cabinets import get_cabinet
-from optima_pipelines.cadences import cadence
+from optima_pipelines.cadences import cadence, sensor_status
 from optima_pipelines.engines import autoreply
 from optima_pipelines.errors import InvalidInput, OptimaError
 from optima_pipelines.fanout import active_cabinets, busy_cabinets, plan_fanout
@@ -33,7 +33,7 @@ INTERVAL = _CADENCE.interval_seconds or 900
     name=_CADENCE.name,
     job=autoreply_sync_job,
     minimum_interval_seconds=min(60, INTERVAL),
-    default_status=DefaultSensorStatus.RUNNING,
+    default_status=sensor_status(_CADENCE.name),
     description="Review auto-replies (every 15 min, per active cabinet with reply rules).",
 )
 def autoreply_sync_sensor(context: SensorEvaluationContext, warehouse: Warehouse):

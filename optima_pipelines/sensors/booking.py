@@ -15,9 +15,9 @@ error is recorded on the monitor's state and the tasks while the sensor itself s
 from __future__ import annotations
 
 import psycopg
-from dagster import DefaultSensorStatus, SensorEvaluationContext, SkipReason, sensor
+from dagster import SensorEvaluationContext, SkipReason, sensor
 
-from optima_pipelines.cadences import cadence
+from optima_pipelines.cadences import cadence, sensor_status
 from optima_pipelines.engines import booking
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.resources.warehouse import Warehouse
@@ -53,7 +53,7 @@ def poll_coefficients(wb: WbApi, tasks: list[booking.Task], last_cabinet: str | 
 @sensor(
     name=_SLOTS.name,
     minimum_interval_seconds=_SLOTS.interval_seconds or 12,
-    default_status=DefaultSensorStatus.RUNNING,
+    default_status=sensor_status(_SLOTS.name),
     description="Every 12 s: one poll of WB's acceptance coefficients for the open booking tasks; a matching slot "
     "marks its task matched, once (booking_matches, engine_actions). WB errors are recorded, not raised.",
 )

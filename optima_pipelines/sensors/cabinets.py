@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg
-from dagster import DefaultSensorStatus, SensorEvaluationContext, SensorResult, SkipReason, sensor
+from dagster import SensorEvaluationContext, SensorResult, SkipReason, sensor
 
 from optima_pipelines.cabinets import list_cabinets
+from optima_pipelines.cadences import sensor_status
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.partitions import CABINETS, CABINETS_NAME
 from optima_pipelines.resources.warehouse import Warehouse
@@ -30,7 +31,7 @@ def plan_cabinet_partitions(table_ids: Sequence[str], existing: Sequence[str]) -
 @sensor(
     name="cabinet_partitions_sensor",
     minimum_interval_seconds=30,
-    default_status=DefaultSensorStatus.RUNNING,
+    default_status=sensor_status("cabinet_partitions_sensor"),
     description="Adds every cabinet of the cabinets table to the dynamic `cabinet` partition dimension. "
     "Never removes one: a cabinet deleted from the table keeps its partitions and its data.",
 )

@@ -8,8 +8,6 @@ from typing import Any
 
 import psycopg
 from dagster import (
-    DefaultScheduleStatus,
-    DefaultSensorStatus,
     RunRequest,
     ScheduleEvaluationContext,
     SensorEvaluationContext,
@@ -26,7 +24,7 @@ from optima_pipelines.assets.digitization import (
     digitization_increment_job,
 )
 from optima_pipelines.cabinets import get_cabinet
-from optima_pipelines.cadences import cadence
+from optima_pipelines.cadences import cadence, schedule_status, sensor_status
 from optima_pipelines.errors import InvalidInput, OptimaError
 from optima_pipelines.fanout import active_cabinets, busy_cabinets, plan_fanout
 from optima_pipelines.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
@@ -67,7 +65,7 @@ def increment_window(now_epoch: float, interval_seconds: int) -> int:
     name=INCREMENT.name,
     job=digitization_increment_job,
     minimum_interval_seconds=30,
-    default_status=DefaultSensorStatus.RUNNING,
+    default_status=sensor_status(INCREMENT.name),
     description=f"The orders/sales increment, {INCREMENT.cadence}, per active cabinet: WB's change feed "
     "from the stored cursor. Also resumes a cabinet whose increment was deferred by a WB rate limit.",
 )
@@ -116,7 +114,7 @@ def digitization_increment_sensor(context: SensorEvaluationContext, warehouse: W
     job=digitization_backfill_job,
     cron_schedule=BACKFILL.cadence,
     execution_timezone=BACKFILL.timezone,
-    default_status=DefaultScheduleStatus.RUNNING,
+    default_status=schedule_status(BACKFILL.name),
     description="Nightly: WB's change feed over the last 90 days per active cabinet, one request per WB page.",
 )
 def digitization_backfill_schedule(context: ScheduleEvaluationContext, warehouse: Warehouse):

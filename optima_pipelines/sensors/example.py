@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dagster import DefaultScheduleStatus, ScheduleDefinition
+from dagster import ScheduleDefinition
 
 from optima_pipelines.assets.example import cabinet_status_summary_job
-from optima_pipelines.cadences import cadence
+from optima_pipelines.cadences import cadence, schedule_status
 
 _CADENCE = cadence("cabinet_status_summary_schedule")
 
@@ -16,6 +16,6 @@ cabinet_status_summary_schedule = ScheduleDefinition(
     job=cabinet_status_summary_job,
     cron_schedule=_CADENCE.cadence,
     execution_timezone=_CADENCE.timezone,
-    default_status=DefaultScheduleStatus.STOPPED,
+    default_status=schedule_status(_CADENCE.name, running=False),
     description="The template's schedule: counts cabinets by status once a day.",
 )

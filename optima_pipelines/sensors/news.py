@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import psycopg
-from dagster import DefaultScheduleStatus, RunRequest, ScheduleEvaluationContext, SkipReason, schedule
+from dagster import RunRequest, ScheduleEvaluationContext, SkipReason, schedule
 
 from optima_pipelines.assets.news import news_sync_job
 from optima_pipelines.cabinets import list_cabinets
-from optima_pipelines.cadences import cadence
+from optima_pipelines.cadences import cadence, schedule_status
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
@@ -22,7 +22,7 @@ _CADENCE = cadence("news_sync_schedule")
     job=news_sync_job,
     cron_schedule=_CADENCE.cadence,
     execution_timezone=_CADENCE.timezone,
-    default_status=DefaultScheduleStatus.RUNNING,
+    default_status=schedule_status(_CADENCE.name),
     description="WB's news into the knowledge base (cron 15 */3 * * *, Moscow), with any active cabinet's "
     "token; one WB request a minute at most.",
 )

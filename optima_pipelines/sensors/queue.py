@@ -18,14 +18,13 @@ from dagster import (
     DagsterEventType,
     DagsterInstance,
     DagsterRunStatus,
-    DefaultSensorStatus,
     RunsFilter,
     SensorEvaluationContext,
     SkipReason,
     sensor,
 )
 
-from optima_pipelines.cadences import cadences
+from optima_pipelines.cadences import cadences, sensor_status
 from optima_pipelines.queues import SKIPPED_ACCOUNT_BUSY as ACCOUNT_BUSY
 from optima_pipelines.queues import TAG_SKIPPED, TAG_TRIGGER
 
@@ -49,7 +48,7 @@ def overdue(runs: list[QueuedRun], windows: dict[str, int]) -> list[tuple[Queued
 @sensor(
     name="account_busy_sensor",
     minimum_interval_seconds=30,
-    default_status=DefaultSensorStatus.RUNNING,
+    default_status=sensor_status("account_busy_sensor"),
     description="Cancels scheduled runs still queued after their cadence window and marks them "
     "`optima/skipped=account-busy` (the original's skipped: account-busy).",
 )
@@ -125,7 +124,7 @@ def _launched_here(tags: dict[str, str]) -> bool:
 @sensor(
     name="dead_run_sensor",
     minimum_interval_seconds=15,
-    default_status=DefaultSensorStatus.RUNNING,
+    default_status=sensor_status("dead_run_sensor"),
     description="Marks a STARTED run failed when every process that ran it is gone (SIGKILL, OOM), so "
     "its cabinet is released within seconds instead of never (the DefaultRunLauncher has no worker health check).",
 )

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 
 import psycopg
 from dagster import (
-    DefaultSensorStatus,
     RunRequest,
     SensorEvaluationContext,
     SensorResult,
@@ -23,7 +22,7 @@ from dagster import (
 )
 
 from optima_pipelines.assets.repricer import repricer_job
-from optima_pipelines.cadences import cadence
+from optima_pipelines.cadences import cadence, sensor_status
 from optima_pipelines.engines import repricer
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.fanout import busy_cabinets
@@ -61,7 +60,7 @@ def run_request(due: repricer.Due) -> RunRequest:
     name=_CADENCE.name,
     job=repricer_job,
     minimum_interval_seconds=_CADENCE.interval_seconds or 60,
-    default_status=DefaultSensorStatus.RUNNING,
+    default_status=sensor_status(_CADENCE.name),
     description="Launches a repricer run per (cabinet, rule interval) when it enters a new slot of its interval, "
     "as the rules table says now.",
 )

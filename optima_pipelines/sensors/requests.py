@@ -20,7 +20,6 @@ from dagster import (
     DagsterEventType,
     DagsterInstance,
     DagsterRunStatus,
-    DefaultSensorStatus,
     RunRecord,
     RunRequest,
     RunsFilter,
@@ -32,7 +31,7 @@ from dagster import (
 from dagster._core.storage.tags import WILL_RETRY_TAG  # the run-retry verdict (Dagster pinned exactly)
 
 from optima_pipelines import requests as outbox
-from optima_pipelines.cadences import cadence
+from optima_pipelines.cadences import cadence, sensor_status
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.queues import PRIORITY_USER, TAG_REQUEST_ID, TAG_TRIGGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
@@ -160,7 +159,7 @@ _CADENCE = cadence("requests_sensor")
 @sensor(
     name=_CADENCE.name,
     minimum_interval_seconds=_CADENCE.interval_seconds or 10,
-    default_status=DefaultSensorStatus.RUNNING,
+    default_status=sensor_status(_CADENCE.name),
     jobs=[h.job for h in HANDLERS.values()],
     description="Launches one run per pending request (user imports, on-demand syncs) at user priority, "
     "and copies each run's id, status and error onto its request row.",

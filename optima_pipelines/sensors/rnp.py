@@ -45,8 +45,6 @@ from dagster import (
     AssetRecordsFilter,
     DagsterError,
     DagsterInstance,
-    DefaultScheduleStatus,
-    DefaultSensorStatus,
     MetadataValue,
     RunRequest,
     ScheduleEvaluationContext,
@@ -60,7 +58,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from optima_pipelines.assets.rnp import MART, ROLLUPS, rnp_recompute_job
 from optima_pipelines.cabinets import list_cabinets
-from optima_pipelines.cadences import cadence
+from optima_pipelines.cadences import cadence, schedule_status, sensor_status
 from optima_pipelines.errors import InvalidInput, OptimaError
 from optima_pipelines.jobs.partition_manager import covered_days, list_partitions
 from optima_pipelines.partitions import (
@@ -346,7 +344,7 @@ def _tick_id(cursor: Mapping[str, int]) -> str:
     name="rnp_reaggregate_sensor",
     job=rnp_recompute_job,
     minimum_interval_seconds=15,
-    default_status=DefaultSensorStatus.RUNNING,
+    default_status=sensor_status("rnp_reaggregate_sensor"),
     description="Re-aggregation: reads new materializations of the WB feeds from the event log and requests "
     "the affected (cabinet, day) partitions of the matching РНП rollup and of rnp_daily, batched into "
     "runs over rectangles of cabinets × consecutive days, at the re-aggregate priority.",
@@ -467,7 +465,7 @@ _MERGE = cadence("rnp_merge_sync")
     cron_schedule=_MERGE.cadence,
     execution_timezone=_MERGE.timezone,
     job=rnp_recompute_job,
-    default_status=DefaultScheduleStatus.RUNNING,
+    default_status=schedule_status(_MERGE.name),
     description="rnp-merge-sync: every rollup and rnp_daily for the last 3 days of every active cabinet, plus "
     "self-healing: each of the last 90 days with orders but no rnp_daily rows.",
 )

@@ -19,8 +19,6 @@ from datetime import datetime
 
 import psycopg
 from dagster import (
-    DefaultScheduleStatus,
-    DefaultSensorStatus,
     JobDefinition,
     RunRequest,
     ScheduleDefinition,
@@ -38,7 +36,7 @@ from optima_pipelines.assets.catalog import catalog_cards_job, catalog_prices_jo
 from optima_pipelines.assets.finance import finance_sync_job
 from optima_pipelines.assets.funnel import funnel_sync_job
 from optima_pipelines.assets.inventory import inventory_sync_job
-from optima_pipelines.cadences import cadence
+from optima_pipelines.cadences import cadence, schedule_status, sensor_status
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.fanout import FanoutPlan, active_cabinets, busy_cabinets, plan_fanout
 from optima_pipelines.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
@@ -83,7 +81,7 @@ def interval_fanout_sensor(name: str, job: AnyJob, queue: str, state_feed: str, 
         name=entry.name,
         job=job,
         minimum_interval_seconds=min(30, interval),
-        default_status=DefaultSensorStatus.RUNNING,
+        default_status=sensor_status(entry.name),
         description=f"{description} ({entry.cadence}, per active cabinet).",
     )
     def _sensor(context: SensorEvaluationContext, warehouse: Warehouse):
@@ -114,7 +112,7 @@ def cron_fanout_schedule(name: str, job: AnyJob, queue: str, state_feed: str, de
         job=job,
         cron_schedule=entry.cadence,
         execution_timezone=entry.timezone,
-        default_status=DefaultScheduleStatus.RUNNING,
+        default_status=schedule_status(entry.name),
         description=f"{description} (cron {entry.cadence}, {entry.timezone}, per active cabinet).",
     )
     def _schedule(context: ScheduleEvaluationContext, warehouse: Warehouse):
@@ -180,7 +178,7 @@ _RESUME = cadence("wb_sync_resume_sensor")
     name=_RESUME.name,
     jobs=[r.job for r in RESUMABLE.values()],
     minimum_interval_seconds=_RESUME.interval_seconds or 30,
-    default_status=DefaultSensorStatus.RUNNING,
+    default_status=sensor_status(_RESUME.name),
     description="Runs a finance, ads, funnel, stocks or catalog sync again for a cabinet once the pause WB "
     "imposed on it is over (the sync stored what it had and its resume time instead of waiting).",
 )

@@ -127,3 +127,17 @@ def running_dev(
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+def only_automations(*running: str) -> dict[str, str]:
+    """The environment that starts every sensor and schedule but these stopped (OPTIMA_AUTOMATIONS_STOPPED).
+
+    A test's deployment runs what it exercises: on a 2-core machine the start-up burst of every other
+    feed (ads, funnel, prices, the engines...) would otherwise compete with the runs under test.
+    """
+    from optima_pipelines.cadences import cadences
+
+    names = [c.name for c in cadences()]
+    unknown = set(running) - set(names)
+    assert not unknown, f"no such sensor or schedule: {unknown}"
+    return {"OPTIMA_AUTOMATIONS_STOPPED": ",".join(n for n in names if n not in running)}

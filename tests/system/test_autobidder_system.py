@@ -9,7 +9,7 @@ import pytest
 from optima_pipelines import requests as outbox
 from optima_pipelines.cabinets import add_cabinet
 from optima_pipelines.secrets import TokenCipher, load_key
-from tests.system.harness import running_dev
+from tests.system.harness import only_automations, running_dev
 from tests.wb_syncs import TIME_SCALE, simulator
 from wb_simulator import CabinetSpec, serve
 
@@ -22,7 +22,11 @@ def test_a_requested_autobidder_sync_gets_its_run_id_within_30s_and_succeeds(
     sim = simulator(CabinetSpec(id="ab1", products=10, orders_per_day=20, history_days=10, campaigns=4))
     with serve(sim) as base_url:
         add_cabinet(warehouse_conn, TokenCipher(load_key(settings)), "ab1", "AB1", sim.token("ab1"))
-        env = {"OPTIMA_WB_BASE_URL": base_url, "OPTIMA_WB_TIME_SCALE": str(TIME_SCALE)}
+        env = {
+            "OPTIMA_WB_BASE_URL": base_url,
+            "OPTIMA_WB_TIME_SCALE": str(TIME_SCALE),
+            **only_automations("requests_sensor"),
+        }
         with running_dev(env, tmp_path) as dep:
             request_id = outbox.create_request(warehouse_conn, "autobidder-sync", "ab1", {})
             asked = time.monotonic()

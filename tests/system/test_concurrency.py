@@ -24,12 +24,22 @@ from optima_pipelines import requests as outbox
 from optima_pipelines.queues import TAG_CABINET, TAG_QUEUE_CLASS, TAG_SKIPPED
 from optima_pipelines.runconfig import cabinet_run_config
 from optima_pipelines.timeutil import today_moscow
+from tests.system.harness import only_automations
 from wb_simulator import CabinetSpec
 
 pytestmark = pytest.mark.system
 
 INTERVAL_S = 20
 LOCATION = {"repositoryLocationName": "optima_pipelines", "repositoryName": "__repository__"}
+#: What these deployments run: the orders/sales increments, the user's requests, the cabinet
+#: partitions (for the UI backfill) and the queue's own sensors; every other feed stays stopped.
+AUTOMATIONS = only_automations(
+    "cabinet_partitions_sensor",
+    "requests_sensor",
+    "digitization_increment_sensor",
+    "account_busy_sensor",
+    "dead_run_sensor",
+)
 FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 
 LAUNCH_RUN = """
@@ -101,7 +111,11 @@ def busy_stack(stack_factory):  # type: ignore[no-untyped-def]
     stack = stack_factory(
         cabinets,
         time_scale=60,
-        extra_env={"DIGITIZATION_INCREMENT_INTERVAL_MS": str(INTERVAL_S * 1000), "SYNC_QUEUE_CONCURRENCY": "2"},
+        extra_env={
+            "DIGITIZATION_INCREMENT_INTERVAL_MS": str(INTERVAL_S * 1000),
+            "SYNC_QUEUE_CONCURRENCY": "2",
+            **AUTOMATIONS,
+        },
     )
     # Every WB statistics call takes a while, so runs are long enough to collide if the gate leaks.
     stack.sim.faults.set("GET statistics/*", latency_s=0.4)
@@ -256,7 +270,7 @@ def test_a_user_request_overtakes_queued_scheduled_runs_and_stale_ones_are_skipp
 def slow_stack(stack_factory):  # type: ignore[no-untyped-def]
     cabinets = [CabinetSpec(id=f"h{i}", products=10, orders_per_day=40, history_days=20) for i in range(1, 4)]
     return stack_factory(
-        cabinets, time_scale=20, extra_env={"DIGITIZATION_INCREMENT_INTERVAL_MS": str(INTERVAL_S * 1000)}
+        cabinets, time_scale=20, extra_env={"DIGITIZATION_INCREMENT_INTERVAL_MS": str(INTERVAL_S * 1000), **AUTOMATIONS}
     )
 
 

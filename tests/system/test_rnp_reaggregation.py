@@ -19,7 +19,7 @@ from tests.rnp_feeds import (
     report_feed_event,
     rnp_rows,
 )
-from tests.system.harness import running_dev
+from tests.system.harness import only_automations, running_dev
 
 pytestmark = pytest.mark.system
 
@@ -54,7 +54,7 @@ def test_an_import_and_a_late_cancellation_through_the_daemon(optima_env, tmp_pa
         add_order(warehouse_conn, "sys1", f"o{n}", days_ago(n), 42, "100.00")
         report_feed_event(dagster_instance, "wb_orders", "sys1", days_ago(n), trigger="user_import", request_id=1)
 
-    with running_dev({}, tmp_path) as dep:
+    with running_dev(only_automations("rnp_reaggregate_sensor"), tmp_path) as dep:
         # A 30-day user import: the sensor asks for one run over the 30 partitions.
         [run] = wait_for(lambda: finished(dagster_instance, 1), "the import's re-aggregation run", timeout=150)
         assert run.status == DagsterRunStatus.SUCCESS, dep.log()[-3000:]

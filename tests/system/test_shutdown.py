@@ -10,6 +10,7 @@ from dagster import DagsterEventType, DagsterRunStatus
 
 from optima_pipelines import requests as outbox
 from optima_pipelines.timeutil import today_moscow
+from tests.system.harness import only_automations
 from tests.system.test_concurrency import wait_until
 from wb_simulator import CabinetSpec
 
@@ -17,7 +18,11 @@ pytestmark = pytest.mark.system
 
 
 def test_a_run_interrupted_by_a_stop_is_requeued_and_completes(stack_factory):  # type: ignore[no-untyped-def]
-    stack = stack_factory([CabinetSpec(id="s1", products=10, orders_per_day=40, history_days=20)], time_scale=60)
+    stack = stack_factory(
+        [CabinetSpec(id="s1", products=10, orders_per_day=40, history_days=20)],
+        time_scale=60,
+        extra_env=only_automations("requests_sensor", "digitization_increment_sensor", "dead_run_sensor"),
+    )
     # Sales hang: the import is mid-run when the deployment stops.
     stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=300)
     with stack.warehouse() as conn:

@@ -23,7 +23,7 @@ from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import ensure_schemas, upgrade
 from optima_pipelines.secrets import TokenCipher
 from optima_pipelines.timeutil import today_moscow
-from tests.system.harness import running_dev
+from tests.system.harness import only_automations, running_dev
 
 pytestmark = pytest.mark.system
 
@@ -66,6 +66,8 @@ def deployment(database_url, tmp_path_factory, secret_key):
         "OPTIMA_PARTITIONS_START": (TODAY - timedelta(days=9)).isoformat(),
         # Nothing may leave this machine: WB's "hosts" are a closed local port.
         "OPTIMA_WB_BASE_URL": "http://127.0.0.1:9",
+        # The UI under test, and the cabinet sensor that makes the partitions it shows; no feed runs.
+        **only_automations("cabinet_partitions_sensor"),
     }
     os.environ.pop("OPTIMA_DAGSTER_STORAGE_URL", None)
     try:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.system.harness import running_dev
+from tests.system.harness import only_automations, running_dev
 
 pytestmark = pytest.mark.system
 
@@ -19,7 +19,7 @@ mutation($selector: JobOrPipelineSelector!) {
 
 def test_ui_lists_the_location_and_a_queued_run_succeeds_on_postgres(optima_env, tmp_path, warehouse_conn):
     warehouse_conn.execute("INSERT INTO cabinets (id, name) VALUES ('ui-1', 'UI cabinet')")
-    with running_dev({}, tmp_path) as dep:
+    with running_dev(only_automations(), tmp_path) as dep:  # no sensor: the run goes through the queue alone
         repos = dep.graphql(
             "{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } } } } }"
         )

@@ -97,3 +97,46 @@ def test_the_mart_and_maintenance_keep_the_originals_crons():
         "0 3 * * 1",
         "UTC",
     )
+
+
+def test_automations_named_stopped_start_stopped_in_the_deployment():
+    """A staging copy stops its engines (they would act on WB): every sensor and schedule obeys."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import json; from optima_pipelines.definitions import defs; repo = defs.get_repository_def(); "
+        "print(json.dumps({d.name: d.default_status.value for d in [*repo.schedule_defs, *repo.sensor_defs]}))"
+    )
+
+    def statuses(stopped: str) -> dict[str, str]:
+        env = {**os.environ, "OPTIMA_AUTOMATIONS_STOPPED": stopped}
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    engines = "autobidder_*,booking_slot_monitor,repricer_sensor,autoreply_sync_sensor,ab_test_metrics_schedule"
+    with_engines_off = statuses(engines)
+    off = {name for name, status in with_engines_off.items() if status == "STOPPED"}
+    # The template schedule is stopped in every deployment; the rest run unless named.
+    assert off == {
+        "autobidder_bid_engine_sensor",
+        "booking_slot_monitor",
+        "repricer_sensor",
+        "autoreply_sync_sensor",
+        "ab_test_metrics_schedule",
+        "cabinet_status_summary_schedule",
+    }
+    assert set(statuses("*").values()) == {"STOPPED"}
+
+
+@pytest.mark.parametrize("value", ["autobider_*", "repricer", "ads_sync_sensor, nope"])
+def test_a_stopped_automation_that_names_nothing_is_a_clear_error(monkeypatch, value):
+    from optima_pipelines.cadences import sensor_status
+    from optima_pipelines.errors import ConfigError
+
+    monkeypatch.setenv("OPTIMA_AUTOMATIONS_STOPPED", value)
+    with pytest.raises(ConfigError, match=r"OPTIMA_AUTOMATIONS_STOPPED: '.*' names no sensor or schedule"):
+        sensor_status("requests_sensor")

@@ -8,16 +8,28 @@ from alembic import context
 config = context.config
 schema = config.attributes["schema"]
 
-engine = sa.create_engine(config.get_main_option("sqlalchemy.url"), poolclass=sa.pool.NullPool)
-with engine.connect() as connection:
-    # Unqualified names in migrations land in this environment's schema.
-    connection.execute(sa.text(f'SET search_path TO "{schema}"'))
-    connection.commit()
+if context.is_offline_mode():
+    # `upgrade(..., sql=True)`: the SQL script instead of a connection (reviewed, or replayed by the tests).
     context.configure(
-        connection=connection,
+        url=config.get_main_option("sqlalchemy.url"),
+        literal_binds=True,
         version_table_schema=schema,
         transaction_per_migration=True,
     )
+    context.execute(f'SET search_path TO "{schema}"')
     with context.begin_transaction():
         context.run_migrations()
-engine.dispose()
+else:
+    engine = sa.create_engine(config.get_main_option("sqlalchemy.url"), poolclass=sa.pool.NullPool)
+    with engine.connect() as connection:
+        # Unqualified names in migrations land in this environment's schema.
+        connection.execute(sa.text(f'SET search_path TO "{schema}"'))
+        connection.commit()
+        context.configure(
+            connection=connection,
+            version_table_schema=schema,
+            transaction_per_migration=True,
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
