@@ -25,7 +25,15 @@ def manage(instance) -> dict[str, list[str]]:
 
 
 def test_creates_three_months_ahead_and_drops_by_retention(dagster_instance, warehouse_conn, monkeypatch):
-    # The migration made 24 months of history; keep 3, and lose the future months of rnp_daily.
+    # A deployment that kept 24 months of history (the default) now keeps 3, and has lost the future
+    # months of rnp_daily. (The test schema is migrated with 3 months: the older 21 are made here.)
+    for table in MANAGED_TABLES:
+        for back in range(4, 25):
+            month = add_months(THIS_MONTH, -back)
+            warehouse_conn.execute(
+                f"CREATE TABLE {partition_name(table, month)} PARTITION OF {table} "
+                f"FOR VALUES FROM ('{month}') TO ('{add_months(month, 1)}')"
+            )
     monkeypatch.setenv("OPTIMA_PARTITION_RETENTION_MONTHS", "3")
     for ahead in (1, 2, 3):
         warehouse_conn.execute(f"DROP TABLE {partition_name('rnp_daily', add_months(THIS_MONTH, ahead))}")
