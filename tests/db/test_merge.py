@@ -71,3 +71,19 @@ def test_bad_row_names_the_column_and_writes_nothing(warehouse_conn):
     with pytest.raises(psycopg.errors.InvalidTextRepresentation, match="bigint"):
         merge(warehouse_conn, [order("y", 4), tuple(bad)])
     assert warehouse_conn.execute("SELECT count(*) FROM wb_orders").fetchone()[0] == 0
+
+
+def test_a_large_load_of_a_new_cabinet_is_known_to_the_planner_at_once(warehouse_conn):
+    """Right after a cabinet's first big load, queries over its rows are planned for thousands of
+    rows, not for the empty cabinet the last statistics saw (a 71-s nested loop in the finance sync)."""
+
+    def orders_of(cabinet: str, count: int) -> list[tuple]:
+        return [(cabinet, f"{cabinet}-{n}", *order("x", 1 + n % 28)[2:]) for n in range(count)]
+
+    merge(warehouse_conn, orders_of("c1", 6000))
+    warehouse_conn.execute("ANALYZE wb_orders")  # the statistics know c1 only, as autovacuum left them
+    merge(warehouse_conn, orders_of("c2", 6000))
+    [[plan]] = warehouse_conn.execute(
+        "EXPLAIN (FORMAT JSON) SELECT * FROM wb_orders WHERE cabinet_id = 'c2'"
+    ).fetchone()
+    assert plan["Plan"]["Plan Rows"] > 3000
