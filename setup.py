@@ -33,6 +33,9 @@ setup(
         "alembic>=1.13,<2",
         "pandas>=2.2",
         "pyarrow>=16",
+        # Uploaded realization reports: calamine reads xlsx (pandas' engine="calamine"); openpyxl
+        # writes them in the tests and the benchmarks.
+        "python-calamine>=0.3",
         "openpyxl>=3.1",
         "httpx>=0.27,<1",
         # The WB client: typed JSON decoding with validation (msgspec), bounded retries (tenacity).

@@ -326,13 +326,15 @@ def report_format(path: str | Path, declared: str | None) -> str:
 def _read_sheets(path: Path, fmt: str) -> list[tuple[str | None, Any]]:
     """Every sheet of the file as a DataFrame of raw cells (no header, objects), or InvalidInput."""
     import pandas as pd  # here, not at the top: every process that loads the code location would pay for it
+    from python_calamine import CalamineError
 
     if not path.is_file():
         raise InvalidInput(f"the report file {str(path)!r} does not exist or is not a file")
     if fmt == "xlsx":
         try:
-            sheets = pd.read_excel(path, sheet_name=None, header=None, dtype=object, engine="openpyxl")
-        except (zipfile.BadZipFile, KeyError, ValueError, OSError, TypeError) as exc:
+            # calamine (Rust) reads a workbook ~10 times faster than openpyxl, with the same cell types.
+            sheets = pd.read_excel(path, sheet_name=None, header=None, dtype=object, engine="calamine")
+        except (CalamineError, zipfile.BadZipFile, KeyError, ValueError, OSError, TypeError) as exc:
             raise InvalidInput(
                 f"{path.name} is not a readable xlsx workbook ({exc.__class__.__name__}: {exc})"
             ) from None
