@@ -15,6 +15,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -24,7 +25,7 @@ from psycopg import sql
 
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import alembic_config, ensure_schemas
-from optima_pipelines.db.urls import dagster_storage_url, with_database
+from optima_pipelines.db.urls import dagster_storage_url, libpq_url, with_database
 from optima_pipelines.settings import load_settings
 
 
@@ -128,13 +129,65 @@ def settings(optima_env: str):
     return load_settings()
 
 
-@pytest.fixture
-def dagster_instance(optima_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """A Dagster instance configured by the project's dagster.yaml, storing in dagster_<env>."""
+@pytest.fixture(scope="session")
+def dagster_storage_script(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, Any]]:
+    """The statements Dagster runs to create its storage in an empty schema (tables, its Alembic stamp,
+    its data-migration marks), recorded once for the session as Dagster itself sends them.
+
+    Replayed into each test's dagster_<env>, the test's instance starts on a ready schema in 0.05 s
+    instead of creating it in 0.7 s; the statements are Dagster's own, so nothing of ours can drift
+    from what the pinned Dagster creates.
+    """
+    import sqlalchemy as sa
     from dagster import DagsterInstance
 
     from optima_pipelines.runtime import project_file
 
+    schema = f"dagster_script_{secrets.token_hex(4)}"
+    ensure_schemas(database_url, schema)
+    home = tmp_path_factory.mktemp("dagster_script_home")
+    shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+    statements: list[tuple[str, Any]] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
+        if not statement.lstrip().upper().startswith("SELECT"):
+            statements.append((statement, parameters))
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("DAGSTER_HOME", str(home))
+            mp.setenv("OPTIMA_DAGSTER_STORAGE_URL", dagster_storage_url(database_url, schema))
+            with DagsterInstance.get() as instance:
+                instance.get_runs(limit=1)
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
+        with connect(database_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    assert any(s.lstrip().startswith("CREATE TABLE runs") for s, _ in statements), "Dagster created no storage"
+    return statements
+
+
+@pytest.fixture
+def dagster_instance(
+    optima_env: str, database_url: str, dagster_storage_script: list, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A Dagster instance configured by the project's dagster.yaml, storing in dagster_<env>."""
+    import psycopg2
+    from dagster import DagsterInstance
+
+    from optima_pipelines.runtime import project_file
+
+    # Dagster's storage speaks psycopg2: its statements are replayed through it, parameters and all.
+    raw = psycopg2.connect(libpq_url(database_url))
+    try:
+        raw.autocommit = True
+        with raw.cursor() as cursor:
+            cursor.execute(f'SET search_path TO "dagster_{optima_env}"')
+            for statement, parameters in dagster_storage_script:
+                cursor.execute(statement, parameters)
+    finally:
+        raw.close()
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")

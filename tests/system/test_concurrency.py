@@ -333,7 +333,7 @@ def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  #
         "the start-up burst of the other syncs to drain",
         dev,
     )
-    penalty_simulated_s = 1200  # 20 WB minutes = 60 s here (time scale 20)
+    penalty_simulated_s = 600  # 10 WB minutes = 30 s here (time scale 20): an increment of h1 and h3 or more
     stack.sim.penalize("h2", "statistics.orders", penalty_simulated_s)
     began = time.time()
     wait_until(lambda: time.time() - began > penalty_simulated_s / 20 + INTERVAL_S, 120, "the penalty to pass")
