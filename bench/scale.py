@@ -11,8 +11,9 @@ is watched for ``--wall`` seconds:
 
 - **cadences held**: for every cadence of ``cadences.py`` that launches a job with a cadence
   window, each (cabinet, window) must get a run of that job that leaves the queue within the
-  window and is not skipped as account-busy; cron cadences whose time does not come within the
-  measured period are listed as not due. Every sensor must tick at least every
+  window and is not skipped as account-busy (a sensor that runs only for cabinets with work to do,
+  ``on_demand``, must have every run it launched leave the queue within the window instead); cron
+  cadences whose time does not come within the measured period are listed as not due. Every sensor must tick at least every
   max(2 × its interval, interval + 30 s);
 - **CPU and memory** of the deployment's processes (psutil over the process tree of
   `optima-pipelines dev`: code server, daemon, webserver, metrics and every run worker), by
@@ -223,7 +224,7 @@ def judge_cadences(stack: harness.Stack, cabinets: list[str], start: float, end:
             left_queue = r.start_time if r.start_time else (end if not r.dagster_run.is_finished else None)
             if left_queue is not None and left_queue - created > window:
                 result.late += 1
-        if cadence.interval_seconds:
+        if cadence.interval_seconds and not cadence.on_demand:
             first, last = math.ceil(start / window), math.floor(end / window) - 1
             windows = range(first, last + 1)
             served: set[tuple[str, int]] = set()
@@ -240,6 +241,8 @@ def judge_cadences(stack: harness.Stack, cabinets: list[str], start: float, end:
             result.expected = len(records)
             result.held = len(records) - result.late - result.skipped_busy
             result.note = f"{len(records)} runs of its ticks"
+        elif cadence.on_demand:
+            result.note = "no cabinet had work for it (no run needed)"
         else:
             result.note = "not due in the measured period (cron, wall clock)"
         results.append(result)

@@ -30,6 +30,9 @@ class Cadence:
     interval_seconds: int | None = None
     #: How long a scheduled run may wait in the queue before it is skipped as account-busy.
     window_seconds: int | None = None
+    #: The sensor launches a run only for a cabinet with work to do (a bid to change, rules to
+    #: apply), not one per cabinet and window: its cadence is the sensor's tick.
+    on_demand: bool = False
 
 
 def _increment_seconds() -> int:
@@ -227,6 +230,7 @@ def _engine_cadences() -> list[Cadence]:
             "cabinets whose autobidder rules would change a bid now (decided in the sensor; no run otherwise)",
             interval_seconds=60,
             window_seconds=60,
+            on_demand=True,
         ),
         Cadence(
             "booking_slot_monitor",
@@ -264,6 +268,7 @@ def _engine_cadences() -> list[Cadence]:
             "active cabinets with enabled autoreply_rules",
             interval_seconds=900,
             window_seconds=900,
+            on_demand=True,
         ),
         Cadence(
             "cabinet_status_summary_schedule",
