@@ -127,6 +127,8 @@ class Figure:
         if 0.95 <= ratio <= 1.05:
             return "about the same"
         better = ratio > 1 if self.higher_is_better else ratio < 1
+        if ratio == 0:  # a figure of 0 (no N held, nothing left): no factor to give
+            return "better (0)" if better else "worse (0)"
         factor = ratio if ratio > 1 else 1 / ratio
         return f"{factor:.1f}× {'better' if better else 'worse'}"
 

@@ -88,3 +88,12 @@ def test_run_all_names_an_unknown_benchmark(capsys) -> None:  # type: ignore[no-
 def test_quantiles() -> None:
     assert harness.quantile([3.0, 1.0, 2.0], 0.5) == 2.0
     assert harness.quantile([float(i) for i in range(1, 101)], 0.95) == pytest.approx(95.05)
+
+
+def test_a_figure_of_zero_is_compared_without_a_factor() -> None:
+    """The scale benchmark's "largest N holding every cadence" is 0 when no N held: its table still prints."""
+    none_held = harness.Figure("scale", "largest N", 0, "cabinets", "largest N measured", 100, True, 1.0)
+    assert none_held.verdict() == "worse (0)"
+    nothing_left = harness.Figure("x", "queue wait", 0, "s", "baseline", 30, False, 1.0)
+    assert nothing_left.verdict() == "better (0)"
+    assert "worse (0)" in harness.table([none_held])
