@@ -98,13 +98,13 @@ def demo_cmd(days: int, cabinets: int, seed: int) -> None:
             from optima_pipelines.partitions import CABINETS_NAME, RANGE_END_TAG, RANGE_START_TAG, cabinet_day_key
 
             first_day = today_moscow() - timedelta(days=days - 1)
-            rnp = defs.get_job_def(rnp_recompute_job.name)
+            rnp = defs.resolve_job_def(rnp_recompute_job.name)
             with DagsterInstance.get() as instance:
                 instance.add_dynamic_partitions(CABINETS_NAME, setup.cabinet_ids())
                 for cabinet_id in setup.cabinet_ids():
                     # Every feed the РНП reads, as its schedules would load them, over the demo's days.
                     for job_name, config in _feeds(days):
-                        job = defs.get_job_def(job_name)
+                        job = defs.resolve_job_def(job_name)
                         result = job.execute_in_process(
                             run_config={**cabinet_run_config(job_name, cabinet_id, **config), **QUIET},
                             instance=instance,
