@@ -13,8 +13,8 @@ is watched for ``--wall`` seconds:
   window, each (cabinet, window) must get a run of that job that leaves the queue within the
   window and is not skipped as account-busy (a sensor that runs only for cabinets with work to do,
   ``on_demand``, must have every run it launched leave the queue within the window instead); cron
-  cadences whose time does not come within the measured period are listed as not due. Every sensor must tick at least every
-  max(2 × its interval, interval + 30 s);
+  cadences whose time does not come within the measured period are listed as not due. Every
+  sensor must tick at least every max(2 × its interval, interval + 30 s);
 - **CPU and memory** of the deployment's processes (psutil over the process tree of
   `optima-pipelines dev`: code server, daemon, webserver, metrics and every run worker), by
   process kind, and of the PostgreSQL backends serving this database (sampled every 2 s).

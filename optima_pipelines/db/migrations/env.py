@@ -2,34 +2,33 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import context
 
 config = context.config
 schema = config.attributes["schema"]
+url = config.get_main_option("sqlalchemy.url")
+# Unqualified names in migrations land in this environment's schema.
+search_path = f'SET search_path TO "{schema}"'
+
+
+def run_migrations(*, script_search_path: bool = False, **configure: Any) -> None:
+    context.configure(version_table_schema=schema, transaction_per_migration=True, **configure)
+    if script_search_path:
+        context.execute(search_path)
+    with context.begin_transaction():
+        context.run_migrations()
+
 
 if context.is_offline_mode():
     # `upgrade(..., sql=True)`: the SQL script instead of a connection (reviewed, or replayed by the tests).
-    context.configure(
-        url=config.get_main_option("sqlalchemy.url"),
-        literal_binds=True,
-        version_table_schema=schema,
-        transaction_per_migration=True,
-    )
-    context.execute(f'SET search_path TO "{schema}"')
-    with context.begin_transaction():
-        context.run_migrations()
+    run_migrations(url=url, literal_binds=True, script_search_path=True)
 else:
-    engine = sa.create_engine(config.get_main_option("sqlalchemy.url"), poolclass=sa.pool.NullPool)
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
     with engine.connect() as connection:
-        # Unqualified names in migrations land in this environment's schema.
-        connection.execute(sa.text(f'SET search_path TO "{schema}"'))
+        connection.execute(sa.text(search_path))
         connection.commit()
-        context.configure(
-            connection=connection,
-            version_table_schema=schema,
-            transaction_per_migration=True,
-        )
-        with context.begin_transaction():
-            context.run_migrations()
+        run_migrations(connection=connection)
     engine.dispose()
