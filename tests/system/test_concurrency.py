@@ -295,8 +295,8 @@ def test_a_killed_run_releases_its_cabinet(slow_stack):  # type: ignore[no-untyp
     os.kill(pid, signal.SIGKILL)
     killed_at, killed_epoch = time.monotonic(), time.time()
     stack.sim.faults.clear()
-    # dead_run_sensor ticks every 15 s, but it shares the sensor daemon's 4 threads with ~20 sensors:
-    # on a loaded 2-core machine a tick can come late (90 s ran out once with the engines' sensors).
+    # dead_run_sensor ticks every 15 s, but on a loaded 2-core machine a tick can come late (90 s ran
+    # out once, when every sensor of the deployment was running beside it).
     wait_until(
         lambda: stack.instance.get_run_by_id(victim.run_id).status == DagsterRunStatus.FAILURE,
         150,
@@ -319,7 +319,7 @@ def test_a_killed_run_releases_its_cabinet(slow_stack):  # type: ignore[no-untyp
 
 def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  # type: ignore[no-untyped-def]
     stack, dev = slow_stack, slow_stack.dev
-    # Let the start-up burst of every other sync (ads, funnel, prices, ...) drain first; the increments
+    # Let whatever else is queued drain first (the deployment runs only AUTOMATIONS); the increments
     # themselves come every INTERVAL_S and, on a busy machine, always have one queued.
     wait_until(
         lambda: (
