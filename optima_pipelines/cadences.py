@@ -35,12 +35,45 @@ class Cadence:
     on_demand: bool = False
 
 
-def _increment_seconds() -> int:
-    return max(1, load_settings().increment_interval_ms // 1000)
+#: The shortest interval OPTIMA_CADENCE_SCALE may give a cadence: its sensor ticks twice a window,
+#: and the daemon's sensor loop does not keep time much finer than 10 s.
+MIN_SCALED_INTERVAL_S = 20
+
+
+def tick_seconds(interval_seconds: int, most: int = 30) -> int:
+    """How often the sensor of an interval cadence ticks: at least twice a window (a tick is due
+    ``minimum_interval_seconds`` after the last one, give or take the daemon's loop, so ticking once
+    a window would leave some windows without a tick), and at most every ``most`` seconds."""
+    return max(1, min(most, interval_seconds // 2))
+
+
+def every(seconds: int) -> str:
+    """An interval as the registry writes it: every 30 s, every 5 min, every 1 h."""
+    if seconds % 3600 == 0:
+        return f"every {seconds // 3600} h"
+    if seconds % 60 == 0:
+        return f"every {seconds // 60} min"
+    return f"every {seconds} s"
+
+
+def _scaled(name: str, seconds: int, scale: float) -> int:
+    """``seconds`` of a per-cabinet interval cadence under OPTIMA_CADENCE_SCALE."""
+    if scale == 1:
+        return seconds
+    scaled = round(seconds / scale)
+    if scaled < MIN_SCALED_INTERVAL_S:
+        raise ConfigError(
+            f"OPTIMA_CADENCE_SCALE={scale:g} would run {name} every {seconds / scale:.1f} s; "
+            f"its interval of {seconds} s allows a scale of at most {seconds / MIN_SCALED_INTERVAL_S:g} "
+            f"(no interval cadence may run more often than every {MIN_SCALED_INTERVAL_S} s)"
+        )
+    return scaled
 
 
 def cadences() -> list[Cadence]:
-    increment = _increment_seconds()
+    settings = load_settings()
+    scale = settings.cadence_scale
+    increment = _scaled("digitization_increment_sensor", max(1, settings.increment_interval_ms // 1000), scale)
     return [
         Cadence(
             "cabinet_partitions_sensor",
@@ -83,7 +116,7 @@ def cadences() -> list[Cadence]:
             "digitization-sync",
             "digitization_increment",
             "interval",
-            f"every {increment // 60} min (DIGITIZATION_INCREMENT_INTERVAL_MS)",
+            f"{every(increment)} (DIGITIZATION_INCREMENT_INTERVAL_MS)",
             "active cabinets",
             interval_seconds=increment,
             window_seconds=increment,
@@ -131,13 +164,16 @@ def cadences() -> list[Cadence]:
             "40 2 * * *",
             "successful runs older than OPTIMA_RUN_RETENTION_DAYS",
         ),
-        *_sync_cadences(),
-        *_engine_cadences(),
+        *_sync_cadences(scale),
+        *_engine_cadences(scale),
     ]
 
 
-def _sync_cadences() -> list[Cadence]:
+def _sync_cadences(scale: float) -> list[Cadence]:
     """The other WB syncs (issue 5): finance, ads, funnel, catalog, stocks, news, and their resumes."""
+    ads = _scaled("ads_sync_sensor", 300, scale)
+    funnel = _scaled("funnel_sync_sensor", 3600, scale)
+    prices = _scaled("catalog_prices_sensor", 1800, scale)
     return [
         Cadence(
             "finance_sync_schedule",
@@ -153,20 +189,20 @@ def _sync_cadences() -> list[Cadence]:
             "rnp-ads-sync",
             "ads_sync",
             "interval",
-            "every 5 min",
+            every(ads),
             "active cabinets",
-            interval_seconds=300,
-            window_seconds=300,
+            interval_seconds=ads,
+            window_seconds=ads,
         ),
         Cadence(
             "funnel_sync_sensor",
             "rnp-sections-sync",
             "funnel_sync",
             "interval",
-            "every 1 h",
+            every(funnel),
             "active cabinets",
-            interval_seconds=3600,
-            window_seconds=3600,
+            interval_seconds=funnel,
+            window_seconds=funnel,
         ),
         Cadence(
             "catalog_cards_schedule",
@@ -182,10 +218,10 @@ def _sync_cadences() -> list[Cadence]:
             "catalog-sync",
             "catalog_prices_sync",
             "interval",
-            "every 30 min",
+            every(prices),
             "active cabinets",
-            interval_seconds=1800,
-            window_seconds=1800,
+            interval_seconds=prices,
+            window_seconds=prices,
         ),
         Cadence(
             "inventory_sync_schedule",
@@ -218,8 +254,9 @@ def _sync_cadences() -> list[Cadence]:
     ]
 
 
-def _engine_cadences() -> list[Cadence]:
+def _engine_cadences(scale: float) -> list[Cadence]:
     """The engines of issue 8 that run on a cadence (the on-demand ones are request kinds)."""
+    autoreply = _scaled("autoreply_sync_sensor", 900, scale)
     return [
         Cadence(
             "autobidder_bid_engine_sensor",
@@ -264,10 +301,10 @@ def _engine_cadences() -> list[Cadence]:
             "autoreply-sync",
             "autoreply_sync",
             "interval",
-            "every 15 min",
+            every(autoreply),
             "active cabinets with enabled autoreply_rules",
-            interval_seconds=900,
-            window_seconds=900,
+            interval_seconds=autoreply,
+            window_seconds=autoreply,
             on_demand=True,
         ),
         Cadence(

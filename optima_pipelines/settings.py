@@ -33,6 +33,9 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "periods and pauses by this factor. Default 1 (WB's real limits).",
     "SYNC_QUEUE_CONCURRENCY": "How many cabinets the six sync queues process at once, in total. Default 5.",
     "DIGITIZATION_INCREMENT_INTERVAL_MS": "Interval of the orders/sales increment. Default 1800000 (30 min).",
+    "OPTIMA_CADENCE_SCALE": "For load drills and benchmarks (bench/scale.py): the per-cabinet interval cadences "
+    "(the increment, ads, funnel, prices, auto-replies) run this many times more often, their windows as much "
+    "shorter; a scaled interval under 20 s is an error. Default 1 (the real cadences).",
     "OPTIMA_PARTITIONS_START": "First Moscow day of the cabinet x day partitions. Default 2025-01-01.",
     "OPTIMA_UI_USER": "User name of the Dagster UI's HTTP basic auth. Set it and OPTIMA_UI_PASSWORD to require "
     "a login on every route; unset, the UI runs without auth (and says so).",
@@ -67,6 +70,8 @@ class Settings:
     partition_retention_months: int = 24
     #: Names or shell patterns of sensors/schedules that start stopped (checked by cadences.py).
     automations_stopped: tuple[str, ...] = ()
+    #: The per-cabinet interval cadences run this many times more often (load drills; cadences.py).
+    cadence_scale: float = 1.0
 
     @property
     def warehouse_schema(self) -> str:
@@ -91,6 +96,19 @@ def _int_env(name: str, default: int, minimum: int = 1) -> int:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
     if value < minimum:
         raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def _float_env(name: str, default: float, minimum: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if not value >= minimum:  # also rejects nan
+        raise ConfigError(f"{name} must be at least {minimum:g}, got {raw.strip()}")
     return value
 
 
@@ -128,4 +146,5 @@ def load_settings() -> Settings:
         automations_stopped=tuple(
             p.strip() for p in (os.environ.get("OPTIMA_AUTOMATIONS_STOPPED") or "").split(",") if p.strip()
         ),
+        cadence_scale=_float_env("OPTIMA_CADENCE_SCALE", 1.0, minimum=1.0),
     )

@@ -15,7 +15,7 @@ from dagster import SensorEvaluationContext, SensorResult, SkipReason, sensor
 
 from optima_pipelines.assets.autoreply import autoreply_answer_send_job, autoreply_sync_job
 from optima_pipelines.cabinets import get_cabinet
-from optima_pipelines.cadences import cadence, sensor_status
+from optima_pipelines.cadences import cadence, sensor_status, tick_seconds
 from optima_pipelines.engines import autoreply
 from optima_pipelines.errors import InvalidInput, OptimaError
 from optima_pipelines.fanout import active_cabinets, busy_cabinets, plan_fanout
@@ -32,9 +32,9 @@ INTERVAL = _CADENCE.interval_seconds or 900
 @sensor(
     name=_CADENCE.name,
     job=autoreply_sync_job,
-    minimum_interval_seconds=min(60, INTERVAL),
+    minimum_interval_seconds=tick_seconds(INTERVAL, most=60),
     default_status=sensor_status(_CADENCE.name),
-    description="Review auto-replies (every 15 min, per active cabinet with reply rules).",
+    description=f"Review auto-replies ({_CADENCE.cadence}, per active cabinet with reply rules).",
 )
 def autoreply_sync_sensor(context: SensorEvaluationContext, warehouse: Warehouse):
     window = int(time.time() // INTERVAL)

@@ -24,7 +24,7 @@ from optima_pipelines.assets.digitization import (
     digitization_increment_job,
 )
 from optima_pipelines.cabinets import get_cabinet
-from optima_pipelines.cadences import cadence, schedule_status, sensor_status
+from optima_pipelines.cadences import cadence, schedule_status, sensor_status, tick_seconds
 from optima_pipelines.errors import InvalidInput, OptimaError
 from optima_pipelines.fanout import active_cabinets, busy_cabinets, plan_fanout
 from optima_pipelines.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
@@ -64,7 +64,7 @@ def increment_window(now_epoch: float, interval_seconds: int) -> int:
 @sensor(
     name=INCREMENT.name,
     job=digitization_increment_job,
-    minimum_interval_seconds=30,
+    minimum_interval_seconds=tick_seconds(INCREMENT.interval_seconds or 1800),
     default_status=sensor_status(INCREMENT.name),
     description=f"The orders/sales increment, {INCREMENT.cadence}, per active cabinet: WB's change feed "
     "from the stored cursor. Also resumes a cabinet whose increment was deferred by a WB rate limit.",

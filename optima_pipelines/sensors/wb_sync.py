@@ -36,7 +36,7 @@ from optima_pipelines.assets.catalog import catalog_cards_job, catalog_prices_jo
 from optima_pipelines.assets.finance import finance_sync_job
 from optima_pipelines.assets.funnel import funnel_sync_job
 from optima_pipelines.assets.inventory import inventory_sync_job
-from optima_pipelines.cadences import cadence, schedule_status, sensor_status
+from optima_pipelines.cadences import cadence, schedule_status, sensor_status, tick_seconds
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.fanout import FanoutPlan, active_cabinets, busy_cabinets, plan_fanout
 from optima_pipelines.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
@@ -80,7 +80,7 @@ def interval_fanout_sensor(name: str, job: AnyJob, queue: str, state_feed: str, 
     @sensor(
         name=entry.name,
         job=job,
-        minimum_interval_seconds=min(30, interval),
+        minimum_interval_seconds=tick_seconds(interval),
         default_status=sensor_status(entry.name),
         description=f"{description} ({entry.cadence}, per active cabinet).",
     )

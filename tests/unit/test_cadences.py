@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from dagster import ScheduleDefinition, SensorDefinition
 
@@ -140,3 +142,69 @@ def test_a_stopped_automation_that_names_nothing_is_a_clear_error(monkeypatch, v
     monkeypatch.setenv("OPTIMA_AUTOMATIONS_STOPPED", value)
     with pytest.raises(ConfigError, match=r"OPTIMA_AUTOMATIONS_STOPPED: '.*' names no sensor or schedule"):
         sensor_status("requests_sensor")
+
+
+def test_a_cadence_scale_runs_every_per_cabinet_interval_cadence_that_much_more_often(monkeypatch):
+    """A load drill (bench/scale.py) compresses the increment, ads, funnel, prices and auto-replies
+    alike; the other sensors keep their ticks, the crons their times."""
+    real = {c.name: c for c in cadences()}
+    monkeypatch.setenv("OPTIMA_CADENCE_SCALE", "10")
+    scaled = {c.name: c for c in cadences()}
+    changed = {
+        n
+        for n in real
+        if (real[n].interval_seconds, real[n].window_seconds) != (scaled[n].interval_seconds, scaled[n].window_seconds)
+    }
+    assert changed == {
+        "digitization_increment_sensor",
+        "ads_sync_sensor",
+        "funnel_sync_sensor",
+        "catalog_prices_sensor",
+        "autoreply_sync_sensor",
+    }
+    for name in changed:
+        assert scaled[name].interval_seconds == real[name].interval_seconds // 10, name
+        assert scaled[name].window_seconds == real[name].window_seconds // 10, name
+    assert scaled["ads_sync_sensor"].cadence == "every 30 s"
+    assert scaled["funnel_sync_sensor"].cadence == "every 6 min"
+    assert {n: c.cadence for n, c in scaled.items() if c.kind == "cron"} == {
+        n: c.cadence for n, c in real.items() if c.kind == "cron"
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("16", "would run ads_sync_sensor every 18.8 s; its interval of 300 s allows a scale of at most 15"),
+        ("0.5", "OPTIMA_CADENCE_SCALE must be at least 1, got 0.5"),
+        ("fast", "OPTIMA_CADENCE_SCALE must be a number, got 'fast'"),
+    ],
+)
+def test_a_cadence_scale_that_cannot_hold_is_a_clear_error(monkeypatch, value, message):
+    from optima_pipelines.errors import ConfigError
+
+    monkeypatch.setenv("OPTIMA_CADENCE_SCALE", value)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        cadences()
+
+
+def test_every_interval_sensor_ticks_at_least_twice_a_window(monkeypatch):
+    """Under the daemon a tick comes a little later than ``minimum_interval_seconds``: a sensor
+    ticking once a window would leave windows without a run."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import json; from optima_pipelines.definitions import defs; repo = defs.get_repository_def(); "
+        "print(json.dumps({d.name: d.minimum_interval_seconds for d in repo.sensor_defs}))"
+    )
+    env = {**os.environ, "OPTIMA_CADENCE_SCALE": "10"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    ticks = json.loads(out.stdout.strip().splitlines()[-1])
+    monkeypatch.setenv("OPTIMA_CADENCE_SCALE", "10")
+    for c in cadences():
+        if c.window_seconds and c.kind == "interval" and not c.on_demand:  # on demand: judged by its runs
+            assert ticks[c.name] <= c.window_seconds / 2, (c.name, ticks[c.name], c.window_seconds)
