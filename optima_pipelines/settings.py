@@ -99,16 +99,17 @@ def _int_env(name: str, default: int, minimum: int = 1) -> int:
     return value
 
 
-def _float_env(name: str, default: float, minimum: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
+def float_env(name: str, default: float, minimum: float) -> float:
+    """A number from the environment (blank: ``default``); ConfigError naming ``name`` otherwise."""
+    raw = (os.environ.get(name) or "").strip()
+    if not raw:
         return default
     try:
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from None
     if not value >= minimum:  # also rejects nan
-        raise ConfigError(f"{name} must be at least {minimum:g}, got {raw.strip()}")
+        raise ConfigError(f"{name} must be at least {minimum:g}, got {raw}")
     return value
 
 
@@ -146,5 +147,5 @@ def load_settings() -> Settings:
         automations_stopped=tuple(
             p.strip() for p in (os.environ.get("OPTIMA_AUTOMATIONS_STOPPED") or "").split(",") if p.strip()
         ),
-        cadence_scale=_float_env("OPTIMA_CADENCE_SCALE", 1.0, minimum=1.0),
+        cadence_scale=float_env("OPTIMA_CADENCE_SCALE", 1.0, minimum=1.0),
     )

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from urllib.parse import urlsplit
 
 from optima_pipelines.errors import ConfigError
+from optima_pipelines.settings import float_env
 
 #: Category (the simulator's path prefix) → WB's production host.
 WB_HOSTS: Mapping[str, str] = MappingProxyType(
@@ -39,19 +40,6 @@ def _check_url(url: str, what: str) -> str:
     if parts.query or parts.fragment:
         raise ConfigError(f"{what} must not carry a query or fragment, got {url!r}")
     return url.rstrip("/")
-
-
-def _float_env(name: str, default: float, minimum: float) -> float:
-    raw = (os.environ.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-    if not value >= minimum:
-        raise ConfigError(f"{name} must be at least {minimum}, got {raw!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -102,7 +90,7 @@ class WbConfig:
     def from_env(cls, **kwargs: object) -> WbConfig:
         """OPTIMA_WB_BASE_URL → every category under that URL; unset → WB's real hosts.
         OPTIMA_WB_TIME_SCALE → ``time_scale`` (default 1)."""
-        kwargs.setdefault("time_scale", _float_env("OPTIMA_WB_TIME_SCALE", 1.0, 1.0))
+        kwargs.setdefault("time_scale", float_env("OPTIMA_WB_TIME_SCALE", 1.0, 1.0))
         base = (os.environ.get("OPTIMA_WB_BASE_URL") or "").strip()
         if base:
             return cls.for_base_url(base, **kwargs)
