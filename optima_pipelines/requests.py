@@ -60,9 +60,13 @@ def get_request(conn: psycopg.Connection, request_id: int) -> Request:
 
 
 def open_requests(conn: psycopg.Connection, kinds: list[str], limit: int = 200) -> list[Request]:
-    """Pending and running requests of these kinds, oldest first (bounded)."""
+    """Pending and running requests of these kinds, oldest first (bounded). Only a pending request
+    carries its payload: a running one is only reconciled with its run, and a payload can be large
+    (a bulk price upload of 25,000 items is about 1 MB, read on every tick otherwise)."""
     rows = conn.execute(
-        _SELECT + sql.SQL("WHERE status IN ('pending', 'running') AND kind = ANY(%s) ORDER BY id LIMIT %s"),
+        "SELECT id, kind, cabinet_id, CASE WHEN status = 'pending' THEN payload END, status, run_id, error, "
+        "result, created_at FROM requests "
+        "WHERE status IN ('pending', 'running') AND kind = ANY(%s) ORDER BY id LIMIT %s",
         (kinds, limit),
     ).fetchall()
     return [Request(*r) for r in rows]

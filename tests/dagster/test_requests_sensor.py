@@ -55,3 +55,15 @@ def test_a_request_whose_run_failed_for_good_fails_at_once(warehouse_conn, dagst
     dagster_instance.add_run_tags(run.run_id, {WILL_RETRY: "false"})
     assert status(warehouse_conn, dagster_instance, request_id) == ("failed", run.run_id)
     assert "names no cabinet" in outbox.get_request(warehouse_conn, request_id).error
+
+
+def test_a_tick_reads_the_payload_of_pending_requests_only(warehouse_conn, dagster_instance):
+    """A running bulk price upload (25,000 items, about 1 MB) is not read again on every tick."""
+    items = [{"nmID": i, "price": 1000} for i in range(25_000)]
+    running = outbox.create_request(warehouse_conn, "pricing-bulk", "c1", {"items": items})
+    outbox.mark_running(warehouse_conn, running, str(uuid.uuid4()))
+    pending = outbox.create_request(warehouse_conn, "import-user-feeds", "c1", {"dateFrom": "2026-11-01"})
+    opened = {r.id: r for r in outbox.open_requests(warehouse_conn, ["pricing-bulk", "import-user-feeds"])}
+    assert (opened[running].status, opened[running].payload) == ("running", None)
+    assert (opened[pending].status, opened[pending].payload) == ("pending", {"dateFrom": "2026-11-01"})
+    assert len(outbox.get_request(warehouse_conn, running).payload["items"]) == 25_000  # still stored whole
