@@ -1,6 +1,7 @@
 """Scale: N cabinets with every schedule and sensor on, for a fixed wall time; which cadences hold.
 
     python bench/scale.py [--quick] [--cabinets 10,50,100,200] [--cadence-scale 10] [--wall 720] [--warmup 60]
+                          [--sync-concurrency 5]
 
 For each N, the real deployment (`optima-pipelines dev`) on a scratch database and the WB
 simulator on localhost with N cabinets (its clock and WB's rate limits ``--time-scale`` times
@@ -60,6 +61,7 @@ OPTIONS = [
     Option("wall", 720, 45, "seconds watched per N, after the warm-up (twice the longest scaled window)"),
     Option("warmup", 60, 20, "seconds before watching (the first increment's catch-up)"),
     Option("time-scale", 60.0, 60.0, "the simulator's clock and WB's limits run this much faster", kind="float"),
+    Option("sync-concurrency", 5, 5, "SYNC_QUEUE_CONCURRENCY of the deployment (its default: 5)"),
 ]
 
 SENSOR_TICKS = """
@@ -292,7 +294,7 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
 
     cabinets = [f"s{i:03d}" for i in range(1, n + 1)]
     specs = [CabinetSpec(id=c, products=10, orders_per_day=40, history_days=20) for c in cabinets]
-    extra = {"OPTIMA_CADENCE_SCALE": f"{opts.cadence_scale:g}"}
+    extra = {"OPTIMA_CADENCE_SCALE": f"{opts.cadence_scale:g}", "SYNC_QUEUE_CONCURRENCY": str(opts.sync_concurrency)}
     with (
         bench.environment(f"scale{n}", **extra) as env,
         harness.deployment(env, cabinets=specs, time_scale=opts.time_scale) as stack,
@@ -367,7 +369,10 @@ def run(bench: Bench, opts: Any) -> None:
     outcomes = [measure(bench, n, opts) for n in sorted(opts.cabinets)]
     base = outcomes[0]
     smallest = f"N={base.n}, same run"
-    scale = f"cadences {opts.cadence_scale:g}x, WB time scale {opts.time_scale:g}"
+    scale = (
+        f"cadences {opts.cadence_scale:g}x, WB time scale {opts.time_scale:g}, "
+        f"SYNC_QUEUE_CONCURRENCY {opts.sync_concurrency}"
+    )
     for o in outcomes:
         note = f"{scale}; {'every cadence held' if o.all_held else limit_of(o, os.cpu_count() or 1)}"
         bench.figure(f"N={o.n}: cadence windows held", 100 * o.held, "%", baseline_name=smallest,

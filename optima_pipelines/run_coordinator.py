@@ -9,7 +9,6 @@ GraphQL), this coordinator derives the run's queue and cabinet and adds the tags
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +23,7 @@ from optima_pipelines.queues import (
     queue_for_assets,
     queue_tags,
 )
+from optima_pipelines.settings import load_settings
 
 PARTITION_CABINET_TAG = "dagster/partition/cabinet"
 #: A WB-talking run whose cabinet cannot be derived (several cabinets in one run, or none given)
@@ -66,7 +66,8 @@ def derive_gate_tags(
 
 
 class OptimaRunCoordinator(QueuedRunCoordinator):
-    """QueuedRunCoordinator that tags runs for the cabinet gate and reads SYNC_QUEUE_CONCURRENCY."""
+    """QueuedRunCoordinator that tags runs for the cabinet gate and reads SYNC_QUEUE_CONCURRENCY and
+    OPTIMA_MAX_CONCURRENT_RUNS over dagster.yaml's limits."""
 
     def submit_run(self, context: SubmitRunContext) -> DagsterRun:
         run = context.dagster_run
@@ -81,10 +82,12 @@ class OptimaRunCoordinator(QueuedRunCoordinator):
 
     def get_run_queue_config(self):  # type: ignore[no-untyped-def]
         config = super().get_run_queue_config()
-        raw = os.environ.get("SYNC_QUEUE_CONCURRENCY", "").strip()
-        if not raw:
+        settings = load_settings()
+        if settings.max_concurrent_runs is not None:
+            config = config._replace(max_concurrent_runs=settings.max_concurrent_runs)
+        limit = settings.sync_queue_concurrency
+        if limit is None:
             return config
-        limit = int(raw)
         limits: list[dict[str, Any]] = []
         for item in config.tag_concurrency_limits:
             if item.get("key") == TAG_QUEUE_CLASS and item.get("value") == "sync":

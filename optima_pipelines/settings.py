@@ -31,7 +31,10 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "(the simulator's address). Unset: WB's real hosts.",
     "OPTIMA_WB_TIME_SCALE": "Only with the WB simulator running a faster clock: divides WB's rate-limit "
     "periods and pauses by this factor. Default 1 (WB's real limits).",
-    "SYNC_QUEUE_CONCURRENCY": "How many cabinets the six sync queues process at once, in total. Default 5.",
+    "SYNC_QUEUE_CONCURRENCY": "How many cabinets the six sync queues process at once, in total. Default 5 "
+    "(dagster.yaml's).",
+    "OPTIMA_MAX_CONCURRENT_RUNS": "How many runs the deployment runs at once, every queue together. Default 6 "
+    "(dagster.yaml's, sized for 2 cores); keep it above SYNC_QUEUE_CONCURRENCY so user work finds a slot.",
     "DIGITIZATION_INCREMENT_INTERVAL_MS": "Interval of the orders/sales increment. Default 1800000 (30 min).",
     "OPTIMA_CADENCE_SCALE": "For load drills and benchmarks (bench/scale.py): the per-cabinet interval cadences "
     "(the increment, ads, funnel, prices, auto-replies) run this many times more often, their windows as much "
@@ -61,7 +64,9 @@ class Settings:
     secret_key: str | None = field(repr=False)
     dagster_storage_url: str | None = field(repr=False)
     wb_base_url: str | None
-    sync_queue_concurrency: int
+    #: None: dagster.yaml's limits stand (the run coordinator replaces them only when these are set).
+    sync_queue_concurrency: int | None
+    max_concurrent_runs: int | None
     increment_interval_ms: int
     partitions_start: str
     ui_user: str | None = None
@@ -97,6 +102,10 @@ def _int_env(name: str, default: int, minimum: int = 1) -> int:
     if value < minimum:
         raise ConfigError(f"{name} must be at least {minimum}, got {value}")
     return value
+
+
+def _optional_int_env(name: str, minimum: int = 1) -> int | None:
+    return _int_env(name, 0, minimum) if (os.environ.get(name) or "").strip() else None
 
 
 def float_env(name: str, default: float, minimum: float) -> float:
@@ -136,7 +145,8 @@ def load_settings() -> Settings:
         secret_key=(os.environ.get("OPTIMA_SECRET_KEY") or "").strip() or None,
         dagster_storage_url=(os.environ.get("OPTIMA_DAGSTER_STORAGE_URL") or "").strip() or None,
         wb_base_url=(os.environ.get("OPTIMA_WB_BASE_URL") or "").strip() or None,
-        sync_queue_concurrency=_int_env("SYNC_QUEUE_CONCURRENCY", 5),
+        sync_queue_concurrency=_optional_int_env("SYNC_QUEUE_CONCURRENCY"),
+        max_concurrent_runs=_optional_int_env("OPTIMA_MAX_CONCURRENT_RUNS"),
         increment_interval_ms=_int_env("DIGITIZATION_INCREMENT_INTERVAL_MS", 30 * 60 * 1000, minimum=1000),
         partitions_start=start,
         ui_user=(os.environ.get("OPTIMA_UI_USER") or "").strip() or None,

@@ -1,4 +1,7 @@
-"""The run coordinator's tagging rule, as a pure function (the daemon test proves it end to end)."""
+"""The run coordinator's tagging rule, as a pure function, and its run-queue limits (the daemon test
+proves both end to end)."""
+
+import pytest
 
 from optima_pipelines.queues import TAG_CABINET, TAG_QUEUE, TAG_QUEUE_CLASS, TAG_SERIAL_QUEUE
 from optima_pipelines.run_coordinator import MULTI_CABINET, derive_gate_tags
@@ -49,3 +52,37 @@ def test_job_launched_with_op_config_is_gated_by_its_cabinet():
 
 def test_wb_job_without_a_cabinet_is_gated_as_multi():
     assert derive_gate_tags({TAG_QUEUE: "digitization-sync"}, [], {})[TAG_CABINET] == MULTI_CABINET
+
+
+def _queue_config(monkeypatch, **env: str):  # type: ignore[no-untyped-def]
+    """The run queue the daemon would use with dagster.yaml's limits and these variables."""
+    from pathlib import Path
+
+    import yaml
+
+    from optima_pipelines.run_coordinator import OptimaRunCoordinator
+
+    for name in ("SYNC_QUEUE_CONCURRENCY", "OPTIMA_MAX_CONCURRENT_RUNS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    shipped = yaml.safe_load((Path(__file__).resolve().parents[2] / "dagster.yaml").read_text())
+    config = OptimaRunCoordinator(**shipped["run_coordinator"]["config"]).get_run_queue_config()
+    sync = [
+        item["limit"]
+        for item in config.tag_concurrency_limits
+        if item["key"] == "optima/queue-class" and item.get("value") == "sync"
+    ]
+    return config.max_concurrent_runs, sync
+
+
+def test_the_run_queue_limits_follow_the_environment_over_dagster_yaml(monkeypatch):
+    assert _queue_config(monkeypatch) == (6, [5])
+    assert _queue_config(monkeypatch, SYNC_QUEUE_CONCURRENCY="8", OPTIMA_MAX_CONCURRENT_RUNS="10") == (10, [8])
+
+
+def test_a_bad_run_queue_limit_is_a_clear_error(monkeypatch):
+    from optima_pipelines.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="OPTIMA_MAX_CONCURRENT_RUNS must be an integer, got 'many'"):
+        _queue_config(monkeypatch, OPTIMA_MAX_CONCURRENT_RUNS="many")
