@@ -1,7 +1,7 @@
 """Scale: N cabinets with every schedule and sensor on, for a fixed wall time; which cadences hold.
 
     python bench/scale.py [--quick] [--cabinets 10,50,100,200] [--cadence-scale 10] [--wall 720] [--warmup 60]
-                          [--sync-concurrency 5]
+                          [--sync-concurrency 5] [--max-runs 6]
 
 For each N, the real deployment (`optima-pipelines dev`) on a scratch database and the WB
 simulator on localhost with N cabinets (its clock and WB's rate limits ``--time-scale`` times
@@ -62,6 +62,7 @@ OPTIONS = [
     Option("warmup", 60, 20, "seconds before watching (the first increment's catch-up)"),
     Option("time-scale", 60.0, 60.0, "the simulator's clock and WB's limits run this much faster", kind="float"),
     Option("sync-concurrency", 5, 5, "SYNC_QUEUE_CONCURRENCY of the deployment (its default: 5)"),
+    Option("max-runs", 6, 6, "OPTIMA_MAX_CONCURRENT_RUNS of the deployment (its default: 6)"),
 ]
 
 SENSOR_TICKS = """
@@ -294,7 +295,11 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
 
     cabinets = [f"s{i:03d}" for i in range(1, n + 1)]
     specs = [CabinetSpec(id=c, products=10, orders_per_day=40, history_days=20) for c in cabinets]
-    extra = {"OPTIMA_CADENCE_SCALE": f"{opts.cadence_scale:g}", "SYNC_QUEUE_CONCURRENCY": str(opts.sync_concurrency)}
+    extra = {
+        "OPTIMA_CADENCE_SCALE": f"{opts.cadence_scale:g}",
+        "SYNC_QUEUE_CONCURRENCY": str(opts.sync_concurrency),
+        "OPTIMA_MAX_CONCURRENT_RUNS": str(opts.max_runs),
+    }
     with (
         bench.environment(f"scale{n}", **extra) as env,
         harness.deployment(env, cabinets=specs, time_scale=opts.time_scale) as stack,
@@ -371,7 +376,7 @@ def run(bench: Bench, opts: Any) -> None:
     smallest = f"N={base.n}, same run"
     scale = (
         f"cadences {opts.cadence_scale:g}x, WB time scale {opts.time_scale:g}, "
-        f"SYNC_QUEUE_CONCURRENCY {opts.sync_concurrency}"
+        f"SYNC_QUEUE_CONCURRENCY {opts.sync_concurrency}, OPTIMA_MAX_CONCURRENT_RUNS {opts.max_runs}"
     )
     for o in outcomes:
         note = f"{scale}; {'every cadence held' if o.all_held else limit_of(o, os.cpu_count() or 1)}"
