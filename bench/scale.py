@@ -271,10 +271,13 @@ def judge_sensors(stack: harness.Stack, start: float, end: float) -> list[tuple[
     return out
 
 
-def finished_runs(stack: harness.Stack, start: float, end: float) -> int:
+def finished_runs(stack: harness.Stack, start: float, end: float) -> tuple[int, int]:
+    """Runs that ended in [start, end]: all of them, and those that ran (not cancelled while queued,
+    as the account-busy sensor cancels a run queued past its window)."""
     from dagster import RunsFilter
 
-    return sum(1 for r in stack.instance.get_run_records(RunsFilter()) if r.end_time and start <= r.end_time <= end)
+    ended = [r for r in stack.instance.get_run_records(RunsFilter()) if r.end_time and start <= r.end_time <= end]
+    return len(ended), sum(1 for r in ended if r.start_time)
 
 
 @dataclass
@@ -315,7 +318,7 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
         end = time.time()
         cadence_results = judge_cadences(stack, cabinets, start, end)
         sensors = judge_sensors(stack, start, end)
-        done = finished_runs(stack, start, end)
+        done, ran = finished_runs(stack, start, end)
         ages = queue_ages(stack, start, end)
 
     lines = []
@@ -334,7 +337,7 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
     cores = sampler.cores()
     lines.append("CPU (cores busy): " + ", ".join(f"{k} {v:.2f}" for k, v in cores.items()))
     lines.append(
-        f"finished runs {done} ({done / (end - start):.2f}/s); created {len(ages)} ({len(ages) / (end - start):.2f}/s); "
+        f"finished runs {done} ({done / (end - start):.2f}/s), of which ran {ran} ({ran / (end - start):.2f}/s); created {len(ages)} ({len(ages) / (end - start):.2f}/s); "
         f"longest queue {sampler.peak_queued}"
     )
     for line in lines:
