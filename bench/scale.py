@@ -271,13 +271,17 @@ def judge_sensors(stack: harness.Stack, start: float, end: float) -> list[tuple[
     return out
 
 
-def finished_runs(stack: harness.Stack, start: float, end: float) -> tuple[int, int]:
-    """Runs that ended in [start, end]: all of them, and those that ran (not cancelled while queued,
-    as the account-busy sensor cancels a run queued past its window)."""
+def finished_runs(stack: harness.Stack, start: float, end: float) -> tuple[int, int, dict[str, list[float]]]:
+    """Runs that ended in [start, end]: all of them, those that ran (not cancelled while queued, as
+    the account-busy sensor cancels a run queued past its window), and how long those ran, by job."""
     from dagster import RunsFilter
 
     ended = [r for r in stack.instance.get_run_records(RunsFilter()) if r.end_time and start <= r.end_time <= end]
-    return len(ended), sum(1 for r in ended if r.start_time)
+    durations: dict[str, list[float]] = defaultdict(list)
+    for r in ended:
+        if r.start_time and r.end_time:
+            durations[r.dagster_run.job_name].append(r.end_time - r.start_time)
+    return len(ended), sum(len(v) for v in durations.values()), durations
 
 
 @dataclass
@@ -318,7 +322,7 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
         end = time.time()
         cadence_results = judge_cadences(stack, cabinets, start, end)
         sensors = judge_sensors(stack, start, end)
-        done, ran = finished_runs(stack, start, end)
+        done, ran, durations = finished_runs(stack, start, end)
         ages = queue_ages(stack, start, end)
 
     lines = []
@@ -339,6 +343,13 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
     lines.append(
         f"finished runs {done} ({done / (end - start):.2f}/s), of which ran {ran} ({ran / (end - start):.2f}/s); created {len(ages)} ({len(ages) / (end - start):.2f}/s); "
         f"longest queue {sampler.peak_queued}"
+    )
+    lines.append(
+        "run time (start → end) p50/p95 by job: "
+        + ", ".join(
+            f"{job} {harness.quantile(d, 0.5):.1f}/{harness.quantile(d, 0.95):.1f} s ({len(d)})"
+            for job, d in sorted(durations.items(), key=lambda kv: -len(kv[1]))
+        )
     )
     for line in lines:
         harness.say(f"    {line}")
