@@ -130,11 +130,16 @@ def test_increment_loads_everything_then_sees_old_orders_change(wb, warehouse_co
     assert run_job("digitization_increment", dagster_instance, "c1").success
     assert materialized_partitions(dagster_instance, "wb_orders", mark) == []
 
-    # A week-old order (about the oldest still undecided in the simulator: older ones are all
-    # bought out or cancelled) is cancelled; the increment marks exactly that old day as changed.
-    old_day = today_moscow() - timedelta(days=7)
+    # An order of about a week ago (the oldest still undecided in the simulator: older ones are all
+    # bought out or cancelled; how old that is depends on the hour the simulator starts) is
+    # cancelled; the increment marks exactly that old day as changed.
     sold = {s["srid"] for s in wb.truth.sales("c1")}
-    victim = next(o for o in wb.truth.orders("c1", old_day) if not o["isCancel"] and o["srid"] not in sold)
+    old_day, victim = next(
+        (day, o)
+        for day in (today_moscow() - timedelta(days=n) for n in range(8, 1, -1))
+        for o in wb.truth.orders("c1", day)
+        if not o["isCancel"] and o["srid"] not in sold
+    )
     wb.cancel_order("c1", victim["srid"])
     mark = latest_storage_id(dagster_instance)
     assert run_job("digitization_increment", dagster_instance, "c1").success
