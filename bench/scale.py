@@ -284,12 +284,10 @@ def judge_sensors(stack: harness.Stack, start: float, end: float) -> list[tuple[
     return out
 
 
-def finished_runs(stack: harness.Stack, start: float, end: float) -> tuple[int, int, dict[str, list[float]]]:
+def finished_runs(records: list[Any], start: float, end: float) -> tuple[int, int, dict[str, list[float]]]:
     """Runs that ended in [start, end]: all of them, those that ran (not cancelled while queued, as
     the account-busy sensor cancels a run queued past its window), and how long those ran, by job."""
-    from dagster import RunsFilter
-
-    ended = [r for r in stack.instance.get_run_records(RunsFilter()) if r.end_time and start <= r.end_time <= end]
+    ended = [r for r in records if r.end_time and start <= r.end_time <= end]
     durations: dict[str, list[float]] = defaultdict(list)
     for r in ended:
         if r.start_time and r.end_time:
@@ -337,8 +335,11 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
         end = time.time()
         cadence_results = judge_cadences(stack, cabinets, start, end)
         sensors = judge_sensors(stack, start, end)
-        done, ran, durations = finished_runs(stack, start, end)
-        ages = queue_ages(stack, start, end)
+        from dagster import RunsFilter
+
+        records = stack.instance.get_run_records(RunsFilter())  # every run of the deployment, read once
+        done, ran, durations = finished_runs(records, start, end)
+        ages = queue_ages(records, start, end)
 
     lines = []
     expected = held = 0
@@ -388,12 +389,10 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
     )
 
 
-def queue_ages(stack: harness.Stack, start: float, end: float) -> list[float]:
+def queue_ages(records: list[Any], start: float, end: float) -> list[float]:
     """Seconds each run created in [start, end] waited in the queue (still queued: until ``end``)."""
-    from dagster import RunsFilter
-
     ages = []
-    for r in stack.instance.get_run_records(RunsFilter()):
+    for r in records:
         created = r.create_timestamp.timestamp()
         if start <= created <= end:
             ages.append((r.start_time or end) - created)
@@ -424,7 +423,7 @@ def run(bench: Bench, opts: Any) -> None:
                      baseline=100 * base.held, higher_is_better=True, note=note)  # fmt: skip
         bench.figure(f"N={o.n}: queue wait p95", o.late_p95, "s", baseline_name=smallest, baseline=base.late_p95,
                      higher_is_better=False)  # fmt: skip
-        bench.figure(f"N={o.n}: deployment CPU (cores busy, PostgreSQL included)", sum(o.cores.values()), "cores",
+        bench.figure(f"N={o.n}: deployment CPU (its processes, PostgreSQL backends as sampled)", sum(o.cores.values()), "cores",
                      baseline_name=smallest, baseline=sum(base.cores.values()), higher_is_better=False)  # fmt: skip
         bench.figure(f"N={o.n}: the machine's CPU, every process", o.machine_cores, "cores", baseline_name=smallest,
                      baseline=base.machine_cores, higher_is_better=False)  # fmt: skip
@@ -448,6 +447,9 @@ def run(bench: Bench, opts: Any) -> None:
     # overstates a cabinet's real share of them: the estimate errs low.
     peak = max(outcomes, key=lambda o: o.ran_per_s)
     per_cabinet_real = base.created_per_s / base.n / opts.cadence_scale
+    if not per_cabinet_real:
+        harness.say(f"  no run was created at N={base.n}: no extrapolation to the real cadences")
+        return
     bench.figure("extrapolated N at the real cadences (peak runs/s ÷ a cabinet's runs/s, unscaled)",
                  peak.ran_per_s / per_cabinet_real, "cabinets", baseline_name="largest N held here",
                  baseline=best.n if best else None, higher_is_better=True,
