@@ -143,3 +143,36 @@ def test_a_failed_read_says_so_instead_of_reporting_zeros(optima_env, database_u
     assert sample(figures, "optima_metrics_up") == 0
     assert not any(name.startswith("optima_queue_jobs") for name, _ in figures)
     collector.close()
+
+
+def test_after_db_upgrade_a_fresh_deployment_is_scraped_whole_with_every_series_at_zero(
+    optima_env, database_url, settings
+):
+    """`db upgrade` then `/metrics`, before any Dagster process ran: every figure is read, and the series
+    a dashboard names exist at 0 (not "no data")."""
+    from optima_pipelines.queues import QUEUES
+    from tests.db.test_cli import run_cli
+
+    registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
+    # The environment's warehouse is migrated, but Dagster's storage does not exist yet.
+    assert sample(scrape(registry), "optima_metrics_up") == 0
+
+    upgraded = run_cli("db", "upgrade")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"{settings.dagster_schema}: Dagster's storage ready" in upgraded.stdout
+
+    figures = scrape(registry)
+    collector.close()
+    assert sample(figures, "optima_metrics_up") == 1
+    for queue in QUEUES:
+        for status in ("queued", "running", "success", "failure", "canceled"):
+            assert sample(figures, "optima_queue_jobs", queue=queue, status=status) == 0, (queue, status)
+        assert sample(figures, "optima_queue_jobs_finished_total", queue=queue, status="failure") == 0, queue
+        assert sample(figures, "optima_queue_job_duration_ms_count", queue=queue) == 0, queue
+        assert sample(figures, "optima_queue_jobs_skipped", queue=queue, reason="account-busy") == 0, queue
+    assert sample(figures, "optima_queue_oldest_queued_run_age_seconds") == 0
+    for status in ("active", "paused", "token_invalid", "archived"):
+        assert sample(figures, "optima_cabinets", status=status) == 0, status
+    assert sample(figures, "optima_digitization_feed_sync_runs_total", feed="wb_orders", status="failure") == 0
+    assert sample(figures, "optima_rnp_sync_failing_cabinets", feed="wb_report_lines") == 0
+    assert sample(figures, "optima_feed_sync_rows_total", feed="stocks", kind="fetched") == 0
