@@ -176,3 +176,64 @@ def test_after_db_upgrade_a_fresh_deployment_is_scraped_whole_with_every_series_
     assert sample(figures, "optima_digitization_feed_sync_runs_total", feed="wb_orders", status="failure") == 0
     assert sample(figures, "optima_rnp_sync_failing_cabinets", feed="wb_report_lines") == 0
     assert sample(figures, "optima_feed_sync_rows_total", feed="stocks", kind="fetched") == 0
+
+
+def test_every_expression_of_the_shipped_grafana_dashboard_names_exported_series(
+    dagster_instance, warehouse_conn, database_url, settings
+):
+    """deploy/grafana/optima-queues.json: each panel's query names metrics and labels that /metrics exports."""
+    import json
+    import re
+    from pathlib import Path
+
+    # One sync of a feed of each family and one re-aggregation, so that the series with an age exist.
+    now = datetime.now(UTC)
+    warehouse_conn.execute("INSERT INTO cabinets (id, name) VALUES ('a', 'A')")
+    for queue, feed in (
+        ("digitization-sync", "wb_orders"),
+        ("rnp-finance-sync", "wb_report_lines"),
+        ("inventory-sync", "stocks"),
+    ):
+        record_feed_sync(
+            warehouse_conn,
+            queue=queue,
+            feed=feed,
+            cabinet_id="a",
+            run_id="r",
+            trigger="scheduled",
+            started_at=now - timedelta(seconds=5),
+            finished_at=now,
+        )
+    record_reaggregation(
+        warehouse_conn,
+        domain="rnp-sales",
+        cabinet_id="a",
+        run_id="r",
+        trigger="sensor",
+        started_at=now - timedelta(seconds=2),
+        finished_at=now,
+        source_event_at=now - timedelta(seconds=10),
+    )
+    registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
+    text = generate_latest(registry).decode()
+    collector.close()
+    labels_by_name: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels_by_name.setdefault(s.name, set()).update(s.labels)
+    assert labels_by_name["optima_metrics_up"] == set()
+
+    dashboard = json.loads((Path(__file__).parents[2] / "deploy" / "grafana" / "optima-queues.json").read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    assert len(exprs) >= 10
+    selector = re.compile(r"\b(optima_[a-z0-9_]+)(?:\{([^}]*)\})?")
+    for expr in exprs:
+        names = selector.findall(expr)
+        assert names, f"no optima metric in {expr!r}"
+        for name, matchers in names:
+            assert name in labels_by_name, f"{expr!r} names {name}, which /metrics does not export"
+            for key in re.findall(r"([a-z_]+)\s*=~?", matchers):
+                assert key in labels_by_name[name], f"{expr!r}: {name} has no label {key!r}"
+        for group in re.findall(r"by \(([^)]*)\)", expr):
+            for key in (k.strip() for k in group.split(",")):
+                assert any(key in labels_by_name[name] for name, _ in names), f"{expr!r}: no series has label {key!r}"
