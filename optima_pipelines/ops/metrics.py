@@ -44,9 +44,11 @@ from psycopg import sql
 
 from optima_pipelines.cabinets import STATUSES as CABINET_STATUSES
 from optima_pipelines.db.connection import connect
+from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.ops.records import METRIC_FAMILIES, metric_family
-from optima_pipelines.ops.sqlfiles import load
 from optima_pipelines.queues import ASSET_QUEUES, QUEUES, SKIPPED_ACCOUNT_BUSY, TAG_QUEUE, TAG_SKIPPED
+
+load = SqlFiles(__file__)
 
 logger = logging.getLogger(__name__)
 
