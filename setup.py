@@ -24,7 +24,7 @@ setup(
             "db/migrations/versions/*.py",
             "deploy/*.yaml",
         ],
-        "wb_simulator": ["**/*.json"],
+        "wb_simulator": ["**/*.json", "openapi/*.yaml", "openapi/SHA256SUMS", "openapi/README.md"],
     },
     install_requires=[
         # Dagster pinned exactly: unpinned, pip resolves dagster-postgres to a broken 0.11.x.
