@@ -12,7 +12,7 @@ from datetime import date
 from typing import Any
 
 import pytest
-from dagster import DagsterEventType
+from dagster import DagsterEventType, materialize
 
 import wb_simulator.rows as sim_rows
 from tests.rnp_feeds import rnp_rows, run_range
@@ -123,3 +123,29 @@ def test_a_missing_key_fails_the_run_naming_the_endpoint_and_the_field(
     assert "GET statistics /api/v1/supplier/orders" in message
     assert "at $[3].srid: required field 'srid' is missing" in message
     assert warehouse_conn.execute("SELECT count(*) FROM wb_orders").fetchone()[0] == 0  # nothing half-written
+
+
+def test_a_card_and_a_news_item_with_only_their_keys_load(wb, warehouse_conn, dagster_instance, monkeypatch):
+    from optima_pipelines.assets.news import kb_articles
+    from optima_pipelines.definitions import RESOURCES
+
+    # The simulator pages cards by updatedAt: the bare card keeps it (the others' optional fields go).
+    bare_nm = wb.truth.cards("c1")[0]["nmID"]
+    wb_renders(
+        monkeypatch, "card", lambda row: {k: row[k] for k in ("nmID", "updatedAt")} if row["nmID"] == bare_nm else row
+    )
+    assert run_job("catalog_cards_sync", dagster_instance, "c1").success
+    cards = {
+        r[0]: r[1:] for r in warehouse_conn.execute("SELECT nm_id, imt_id, vendor_code, title, sizes FROM products")
+    }
+    assert set(cards) == {c["nmID"] for c in wb.truth.cards("c1")}
+    assert cards[bare_nm] == (None, None, None, [])
+
+    bare_id = wb.truth.news()[0]["id"]
+    item = next(n for n in wb.news.items if n["id"] == bare_id)
+    for field in ("header", "content", "date", "types"):
+        del item[field]
+    assert materialize([kb_articles], resources=RESOURCES, instance=dagster_instance).success
+    news = {r[0]: r[1:] for r in warehouse_conn.execute("SELECT news_id, header, published_at, types FROM kb_articles")}
+    assert set(news) == {n["id"] for n in wb.truth.news()}
+    assert news[bare_id] == ("", None, [])

@@ -15,6 +15,7 @@ along the endpoint's answer schema in WB's files (vendored in ``wb_simulator/ope
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from typing import Any
 
@@ -25,7 +26,7 @@ from msgspec import inspect as mi
 from optima_pipelines.wb import client as c
 from optima_pipelines.wb import models as m
 from optima_pipelines.wb.http import Endpoint
-from wb_simulator.contract import Contract
+from wb_simulator.contract import SPEC_DIR, Contract
 
 PING = Endpoint("GET", "common", "/ping", "common.ping")
 
@@ -247,6 +248,18 @@ def test_an_answer_without_any_optional_field_decodes_into_rows(
         if not getattr(row, "priced", True):
             continue  # a price without sizes is not a row (see Price)
         assert len(row.copy_row()) == len(row.COLUMNS)
+
+
+def test_the_vendored_spec_is_wbs_files_unchanged() -> None:
+    """The walk is only as good as the files: they stay WB's, byte for byte (``openapi/SHA256SUMS``)."""
+    sums = {
+        name: digest for digest, name in (line.split() for line in (SPEC_DIR / "SHA256SUMS").read_text().splitlines())
+    }
+    assert sorted(sums) == sorted(p.name for p in SPEC_DIR.glob("*.yaml"))
+    changed = [n for n, digest in sums.items() if hashlib.sha256((SPEC_DIR / n).read_bytes()).hexdigest() != digest]
+    assert not changed, (
+        f"{changed} differ from WB's published files: replace them with a newer copy from WB, never edit"
+    )
 
 
 def test_the_walk_reports_a_drift_clearly(contract: Contract) -> None:
