@@ -80,7 +80,8 @@ class Order(_Row, rename="camel", kw_only=True):
     """One order (= one unit of goods) from ``GET /api/v1/supplier/orders``; table ``wb_orders``.
 
     Without ``priceWithDisc`` an order counts in the РНП's ``orders_count`` and adds nothing to
-    ``orders_sum``; without ``spp`` it is left out of ``avg_spp_percent``."""
+    ``orders_sum``; without ``spp`` it is left out of ``avg_spp_percent``. An empty ``srid`` is
+    handled like a sale's empty ``saleID`` (see ``Sale``)."""
 
     DERIVED = ("day",)
     KEYS: ClassVar[dict[str, str]] = {"srid": "the order's key (wb_orders' primary key)", **_STATISTICS_KEYS}
