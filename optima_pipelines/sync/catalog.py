@@ -5,9 +5,9 @@
   lists (deleted, or moved to the trash) are removed.
 - **Prices** (every 30 min, ``GET /api/v2/list/goods/filter`` → ``prices``): every product's current
   price, seller's discount and club discount (a product WB lists without sizes has no price, and
-  no row). ``price_history`` gains a row, valid from the sync's
-  time, whenever a product's (price, discount, club discount) differs from its latest history row:
-  WB keeps no history, so this table is it.
+  no row). ``price_history`` gains a row, valid from the sync's time, whenever a product's (price,
+  discount, club discount) differs from its latest history row: WB keeps no history, so this table
+  is it.
 - A **full cabinet sync** (on demand) is both.
 
 Both are snapshots by cabinet: WB's limits (content 100/min, prices 10 per 6 s) never make these

@@ -142,7 +142,7 @@ def load_feed(
                     run.rows_skipped += len(keyless)
                     log.warning(
                         "%s of cabinet %s: skipped %d row(s) WB sent with an empty %s (srid %s): nothing to store "
-                        "them by; WB sends them again once they change",
+                        "them by until WB sends them with it",
                         feed.name,
                         cabinet_id,
                         len(keyless),
