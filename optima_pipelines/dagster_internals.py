@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dagster._core.storage.tags import GRPC_INFO_TAG, WILL_RETRY_TAG
+from dagster._utils.error import SerializableErrorInfo
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance, QueuedRunCoordinator
@@ -27,6 +28,7 @@ __all__ = [
     "GRPC_INFO_TAG",
     "RUN_STORAGE_COLUMNS",
     "WILL_RETRY_TAG",
+    "SerializableErrorInfo",
     "coordinator_instance",
     "replace_run_queue_config",
     "serve_with_wrapped_app",
@@ -34,6 +36,8 @@ __all__ = [
 
 # WILL_RETRY_TAG ("dagster/will_retry"): Dagster's verdict on a failed run, "true" when the daemon's
 # run retries will re-queue it (sensors/requests.py waits for the retry instead of failing the request).
+# SerializableErrorInfo: the error of a STEP_FAILURE/RUN_FAILURE event (message, cls_name, cause),
+# which sensors/requests.py reads to give a request its run's real cause.
 # GRPC_INFO_TAG (".dagster/grpc_info"): the hidden tag where the run launcher records the code server
 # that started a run, JSON with "host" (sensors/queue.py: only runs started on this host are checked
 # for a dead worker).

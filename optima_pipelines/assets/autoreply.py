@@ -18,9 +18,9 @@ from optima_pipelines.engines import autoreply
 from optima_pipelines.queues import PRIORITY_USER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
-from optima_pipelines.retries import DEFAULT_RETRY, SCHEDULED_RETRY, fail_on_permanent
+from optima_pipelines.retries import DEFAULT_RETRY, SCHEDULED_RETRY, fail_on_permanent, is_transient
 from optima_pipelines.runconfig import op_name
-from optima_pipelines.wb import WbDeferred, WbError
+from optima_pipelines.wb import WbDeferred
 
 SYNC_JOB = "autoreply_sync"
 SEND_JOB = "autoreply_answer_send"
@@ -88,7 +88,7 @@ def autoreply_answer_send_op(
             raise Failure(description=f"answer to {cabinet_id}: {failed.reason}", allow_retries=False) from None
         except Exception as exc:
             last = context.retry_number >= (DEFAULT_RETRY.max_retries or 0)
-            if isinstance(exc, WbError) and exc.is_transient and last and target is not None:
+            if is_transient(exc) and last and target is not None:
                 reason = f"gave up after {context.retry_number + 1} attempts: {exc}"
                 autoreply.fail_item(conn, cabinet_id, target.item_id, reason)
             fail_on_permanent(exc, f"answer of cabinet {cabinet_id}")

@@ -38,13 +38,19 @@ from optima_pipelines.partitions import BACKFILL_TAG, CABINET_DIM, CABINETS_NAME
 from optima_pipelines.queues import PRIORITY_USER, TAG_TRIGGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
-from optima_pipelines.retries import DEFAULT_RETRY, INTERACTIVE_MAX_WAIT_SECONDS, SCHEDULED_RETRY, fail_on_permanent
+from optima_pipelines.retries import (
+    DEFAULT_RETRY,
+    INTERACTIVE_MAX_WAIT_SECONDS,
+    SCHEDULED_RETRY,
+    fail_on_permanent,
+    is_transient,
+)
 from optima_pipelines.runconfig import op_name
 from optima_pipelines.settings import load_settings
 from optima_pipelines.sync.runs import SyncRun, record_failure
 from optima_pipelines.sync.state import mark_deferred
 from optima_pipelines.timeutil import today_moscow
-from optima_pipelines.wb import WbClient, WbDeferred, WbError
+from optima_pipelines.wb import WbClient, WbDeferred
 
 __all__ = [
     "DEFAULT_RETRY",
@@ -256,9 +262,7 @@ def run_cabinet_sync(
             return
         raise Failure(description=f"{spec.name} of cabinet {cabinet_id}: {deferred}", allow_retries=False) from None
     except Exception as exc:
-        will_retry = (
-            isinstance(exc, WbError) and exc.is_transient and context.retry_number < (spec.retry.max_retries or 0)
-        )
+        will_retry = is_transient(exc) and context.retry_number < (spec.retry.max_retries or 0)
         if not will_retry:
             failed = [SyncRun(spec.queue, f, cabinet_id, context.run_id, trigger) for f in spec.feeds]
             record_failure(warehouse.connect, failed, exc)

@@ -1,8 +1,10 @@
 """The requests sensor: launches one run per pending request and keeps the request row in step with it.
 
 Request kinds are served by handlers (`RequestHandler`) that each domain declares next to its
-sensors; `HANDLERS` below lists them all. A handler validates the request and returns the run
-config; an invalid request ends as failed with the handler's reason and launches nothing.
+sensors; `HANDLERS` below lists them all, and no other kind exists: a request of another kind, or
+one pending past `requests.STALE_AFTER`, ends failed with the reason. A handler validates the
+request and returns the run config; an invalid request ends as failed with the handler's reason and
+launches nothing.
 
 Exactly once: the run key is ``request-<id>``, and Dagster never launches a sensor run key twice,
 even across daemon restarts (DESIGN.md §4.9). The run id, status and error text are copied from the
@@ -31,7 +33,7 @@ from dagster import (
 
 from optima_pipelines import requests as outbox
 from optima_pipelines.cadences import cadence, sensor_status
-from optima_pipelines.dagster_internals import WILL_RETRY_TAG
+from optima_pipelines.dagster_internals import WILL_RETRY_TAG, SerializableErrorInfo
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.queues import PRIORITY_USER, TAG_REQUEST_ID, TAG_TRIGGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
@@ -57,6 +59,19 @@ def _handlers() -> dict[str, RequestHandler]:
 HANDLERS = _handlers()
 
 
+def error_reason(error: SerializableErrorInfo) -> str:
+    """What a person should read of a step's error: its innermost cause (the real one behind
+    "Exceeded max_retries of 4"), with the class name but no module path, and a Failure's bare
+    description (no ``dagster._core.definitions.events.Failure:`` in front)."""
+    while error.cause is not None:
+        error = error.cause
+    message = error.message.strip()
+    head, sep, rest = message.partition(": ")
+    if sep and head.rsplit(".", 1)[-1] == error.cls_name:
+        return rest.strip() if error.cls_name == "Failure" else f"{error.cls_name}: {rest.strip()}"
+    return message
+
+
 def run_failure_reason(instance: DagsterInstance, run_id: str) -> str:
     """The error text of a failed run: its step failure if any, else the run failure message."""
     for event_type in (DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE):
@@ -64,9 +79,12 @@ def run_failure_reason(instance: DagsterInstance, run_id: str) -> str:
         for entry in reversed(logs):
             event = entry.dagster_event
             data = getattr(event, "event_specific_data", None) if event else None
+            user_failure = getattr(data, "user_failure_data", None)
+            if user_failure is not None and user_failure.description:
+                return user_failure.description.strip()
             error = getattr(data, "error", None)
             if error is not None and getattr(error, "message", None):
-                return error.message.strip()
+                return error_reason(error)
             if event is not None and event.message:
                 return event.message.strip()
     return "the run failed"
@@ -121,7 +139,8 @@ def plan_requests(
 ) -> tuple[list[RunRequest], list[str]]:
     """Run requests for pending requests, and the state changes of open ones (for the tick's log)."""
     run_requests: list[RunRequest] = []
-    changes: list[str] = []
+    changes = [f"request {rid}: failed ({reason})" for rid, reason in outbox.fail_unservable(conn, list(handlers))]
+    conn.commit()
     for request in outbox.open_requests(conn, list(handlers)):
         new_status = reconcile(instance, conn, request)
         if new_status is not None:

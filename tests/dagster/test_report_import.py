@@ -154,6 +154,8 @@ def test_a_file_without_the_report_fails_clearly(wb, warehouse_conn, dagster_ins
     assert corrupt.status == "failed" and "corrupt.xlsx is not a readable xlsx workbook" in corrupt.error
     missing = request_import(warehouse_conn, dagster_instance, "c1", {"path": str(tmp_path / "nowhere.xlsx")})
     assert missing.status == "failed" and "does not exist" in missing.error
+    for failed in (wrong, corrupt, missing):  # a person reads the reason, not Dagster's class path
+        assert failed.error.startswith("finance_report_import of cabinet c1: "), failed.error
     assert warehouse_conn.execute("SELECT count(*) FROM wb_report_lines").fetchone()[0] == 0
 
 
