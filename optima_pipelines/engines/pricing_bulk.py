@@ -80,20 +80,25 @@ def parse_items(raw: list[Any]) -> list[Item]:
         nm = _int(entry.get("nm_id", entry.get("nmID")))
         raw_price, raw_discount = entry.get("price"), entry.get("discount")
         price, discount = _int(raw_price), _int(raw_discount)
+        # Only values inside their column's (and WB's) range are kept, so that an invalid item is
+        # stored with its reason instead of failing the whole request's COPY.
+        nm = nm if nm is not None and 0 < nm < MAX_NM else None
+        price = price if price is not None and 0 < price < MAX_PRICE else None
+        discount = discount if discount is not None and 0 <= discount < 100 else None
         error = None
-        if nm is None or not 0 < nm < MAX_NM:
-            error = "nm_id must be a positive whole number"
+        if nm is None:
+            error = f"nm_id must be a positive whole number below {MAX_NM}"
         elif raw_price is None and raw_discount is None:
             error = "give a price, a discount or both"
-        elif raw_price is not None and (price is None or not 0 < price < MAX_PRICE):
-            error = "price must be a positive whole number of rubles"
-        elif raw_discount is not None and (discount is None or not 0 <= discount < 100):
+        elif raw_price is not None and price is None:
+            error = f"price must be a positive whole number of rubles below {MAX_PRICE}"
+        elif raw_discount is not None and discount is None:
             error = "discount must be a whole number from 0 to 99"
         elif nm in seen:
             error = "this product appears earlier in the request"
         if error is None and nm is not None:
             seen.add(nm)
-        out.append(Item(seq, nm, price if raw_price is not None else None, discount, error))
+        out.append(Item(seq, nm, price, discount, error))
     return out
 
 

@@ -135,3 +135,47 @@ def test_a_rerun_sends_only_the_chunks_without_results_and_checks_a_sent_one_at_
     assert len(writes(small, "price_task")) == 3 and max(uploaded_nms(small).values()) == 1
     assert (result["ok"], result["failed"], result["pending"]) == (2_500, 0, 0)
     assert selling_at_wb(small, "c1") == {nm: (price + 7, d) for nm, (price, d) in before.items()}
+
+
+def test_out_of_range_items_are_invalid_with_their_reason_and_the_rest_go_to_wb(
+    small, warehouse_conn, dagster_instance
+):
+    """Values beyond the columns (and WB) are bad items, not a COPY error that fails the request."""
+    before = selling_at_wb(small, "c1")
+    good = sorted(before)[:3]
+    items = [{"nm_id": nm, "price": before[nm][0] + 3} for nm in good]
+    items += [
+        {"nm_id": good[0] + 1_000_000, "price": 99_999_999_999},
+        {"nm_id": 1e30, "price": 500},
+        {"nm_id": good[0] + 2_000_000, "discount": 1e30},
+    ]
+    request_id = outbox.create_request(warehouse_conn, "pricing-bulk", "c1", {"items": items})
+    (run_request,) = evaluate(requests_sensor, dagster_instance)[0].run_requests
+    assert execute(run_request, dagster_instance).success
+
+    request = outbox.get_request(warehouse_conn, request_id)
+    assert request.status == "succeeded", request.error
+    assert (request.result["ok"], request.result["invalid"]) == (3, 3)
+    errors = {f["seq"]: f["error"] for f in request.result["failures"]}
+    assert errors[3].startswith("price must be a positive whole number of rubles below")
+    assert errors[4].startswith("nm_id must be a positive whole number below")
+    assert errors[5] == "discount must be a whole number from 0 to 99"
+    assert all(selling_at_wb(small, "c1")[nm][0] == before[nm][0] + 3 for nm in good)
+
+
+def test_a_permanent_database_error_fails_at_once_naming_its_cause(small, warehouse_conn, dagster_instance):
+    """A value PostgreSQL refuses (here a CHECK constraint) fails the same way on every attempt: no
+    retries, and the request's error is the database's reason, not a retry counter."""
+    warehouse_conn.execute("ALTER TABLE pricing_bulk_items ADD CONSTRAINT no_price_777 CHECK (price <> 777)")
+    nm = sorted(selling_at_wb(small, "c1"))[0]
+    request_id = outbox.create_request(warehouse_conn, "pricing-bulk", "c1", {"items": [{"nm_id": nm, "price": 777}]})
+    (run_request,) = evaluate(requests_sensor, dagster_instance)[0].run_requests
+    result = execute(run_request, dagster_instance)
+    assert not result.success
+    assert [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"] == []
+    evaluate(requests_sensor, dagster_instance)  # copies the run's outcome onto the request
+    request = outbox.get_request(warehouse_conn, request_id)
+    assert request.status == "failed"
+    assert "CheckViolation (SQLSTATE 23514)" in request.error and "no_price_777" in request.error
+    assert "max_retries" not in request.error
+    assert writes(small, "price_task") == []
