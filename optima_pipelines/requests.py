@@ -4,14 +4,17 @@ The backend (or `optima-pipelines request ...`) inserts a row with a kind, a cab
 payload. The requests sensor validates it with the kind's handler, launches one run per request
 (exactly once: the run key is the request id), and keeps the row's status in step with the run:
 pending -> running (run id recorded) -> succeeded | failed (with the error text). A request that
-cannot be served (unknown cabinet, bad payload) ends as failed with the reason and launches nothing.
+cannot be served (unknown kind, unknown cabinet, bad payload) ends as failed with the reason and
+launches nothing. Kinds are a closed set (the handlers the sensor knows). A request left pending for
+``STALE_AFTER`` (the sensor was off, or could not serve it) is failed with that reason, so that no row
+holds its cabinet forever.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -23,6 +26,12 @@ from optima_pipelines.errors import InvalidInput
 STATUSES = ("pending", "running", "succeeded", "failed")
 OPEN_STATUSES = ("pending", "running")
 MAX_ERROR_LENGTH = 4000
+#: The user imports: while one of a cabinet is live, scheduled syncs of the cabinet skip it.
+IMPORT_FEEDS = "import-user-feeds"
+IMPORT_REPORT = "import-user-report"
+USER_IMPORT_KINDS = (IMPORT_FEEDS, IMPORT_REPORT)
+#: A request pending this long is failed; one open this long no longer counts as a live import.
+STALE_AFTER = timedelta(hours=6)
 
 
 @dataclass(frozen=True)
@@ -98,10 +107,33 @@ def mark_failed(conn: psycopg.Connection, request_id: int, error: str, run_id: s
     )
 
 
+def fail_unservable(conn: psycopg.Connection, known_kinds: list[str]) -> list[tuple[int, str]]:
+    """Fail the pending requests no tick will ever serve: those of a kind not in ``known_kinds``, and
+    those pending for longer than ``STALE_AFTER``. Returns (request id, reason) of each."""
+    unknown = conn.execute(
+        "UPDATE requests SET status = 'failed', finished_at = now(), updated_at = now(), "
+        "error = 'unknown request kind ' || quote_literal(kind) || ': expected one of ' || %s "
+        "WHERE status = 'pending' AND NOT kind = ANY(%s) RETURNING id, error",
+        (", ".join(sorted(known_kinds)), known_kinds),
+    ).fetchall()
+    stale = conn.execute(
+        "UPDATE requests SET status = 'failed', finished_at = now(), updated_at = now(), error = %s "
+        "WHERE status = 'pending' AND created_at < now() - %s RETURNING id, error",
+        (
+            f"not started within {STALE_AFTER.total_seconds() / 3600:g} h of its creation (the requests sensor "
+            "was off or could not serve it); create it again",
+            STALE_AFTER,
+        ),
+    ).fetchall()
+    return [(int(r[0]), r[1]) for r in [*unknown, *stale]]
+
+
 def live_user_import_cabinets(conn: psycopg.Connection) -> set[str]:
-    """Cabinets with a user import pending or running: fan-outs skip them (the original's rule)."""
+    """Cabinets with a user import (exactly the kinds of ``USER_IMPORT_KINDS``) pending or running and
+    younger than ``STALE_AFTER``: fan-outs skip them (the original's rule)."""
     rows = conn.execute(
         "SELECT DISTINCT cabinet_id FROM requests WHERE status IN ('pending', 'running') "
-        "AND kind LIKE 'import-user-%' AND cabinet_id IS NOT NULL"
+        "AND kind = ANY(%s) AND cabinet_id IS NOT NULL AND created_at > now() - %s",
+        (list(USER_IMPORT_KINDS), STALE_AFTER),
     ).fetchall()
     return {r[0] for r in rows}

@@ -9,6 +9,8 @@ import click
 from optima_pipelines import requests as outbox
 from optima_pipelines.cabinets import get_cabinet
 from optima_pipelines.runtime import open_deployment
+from optima_pipelines.sync.digitization import check_date_from
+from optima_pipelines.timeutil import today_moscow
 
 
 @click.group(name="request")
@@ -21,9 +23,10 @@ def request_group() -> None:
 @click.option("--date-from", required=True, help="First Moscow day to reload (YYYY-MM-DD), at most 90 days back.")
 def import_feeds_cmd(cabinet_id: str, date_from: str) -> None:
     """Reload a cabinet's orders and sales from DATE_FROM to today (kind import-user-feeds). Prints the request id."""
+    check_date_from(date_from, today_moscow())  # the sensor's rule: a bad date is refused here, not later
     with open_deployment() as dep, dep.connect() as conn:
         get_cabinet(conn, cabinet_id)
-        request_id = outbox.create_request(conn, "import-user-feeds", cabinet_id, {"dateFrom": date_from})
+        request_id = outbox.create_request(conn, outbox.IMPORT_FEEDS, cabinet_id, {"dateFrom": date_from})
         conn.commit()
     click.echo(request_id)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from typing import Any
 
 import psycopg
@@ -28,11 +28,11 @@ from optima_pipelines.cadences import cadence, schedule_status, sensor_status, t
 from optima_pipelines.errors import InvalidInput, OptimaError
 from optima_pipelines.fanout import active_cabinets, busy_cabinets, plan_fanout
 from optima_pipelines.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
-from optima_pipelines.requests import Request
+from optima_pipelines.requests import IMPORT_FEEDS, Request
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.runconfig import cabinet_run_config
 from optima_pipelines.sensors.handlers import RequestHandler
-from optima_pipelines.sync.digitization import WB_HORIZON_DAYS
+from optima_pipelines.sync.digitization import WB_HORIZON_DAYS, check_date_from
 from optima_pipelines.sync.state import due_resumes
 from optima_pipelines.timeutil import MOSCOW, today_moscow
 
@@ -145,22 +145,12 @@ def validate_import_request(conn: psycopg.Connection, request: Request, today: d
         raise InvalidInput("the request names no cabinet")
     get_cabinet(conn, request.cabinet_id)
     payload = request.payload
-    if not isinstance(payload, dict) or not isinstance(payload.get("dateFrom"), str):
-        raise InvalidInput('malformed payload: expected a JSON object with "dateFrom": "YYYY-MM-DD"')
-    try:
-        date_from = date.fromisoformat(payload["dateFrom"])
-    except ValueError:
-        raise InvalidInput(f"malformed payload: dateFrom {payload['dateFrom']!r} is not a date (YYYY-MM-DD)") from None
-    if date_from > today:
-        raise InvalidInput(f"dateFrom {date_from} is in the future (today in Moscow is {today})")
-    earliest = today - timedelta(days=WB_HORIZON_DAYS)
-    if date_from < earliest:
-        raise InvalidInput(f"dateFrom {date_from} is before WB's 90-day horizon (earliest {earliest})")
+    date_from = check_date_from(payload.get("dateFrom") if isinstance(payload, dict) else None, today)
     return cabinet_run_config(
         digitization_import_job.name, request.cabinet_id, date_from=date_from.isoformat(), request_id=request.id
     )
 
 
 REQUEST_HANDLERS = [
-    RequestHandler("import-user-feeds", digitization_import_job, QUEUE, validate_import_request),
+    RequestHandler(IMPORT_FEEDS, digitization_import_job, QUEUE, validate_import_request),
 ]

@@ -9,7 +9,7 @@ import psycopg
 from optima_pipelines.assets.finance import IMPORT_SPEC, finance_report_import_job, finance_sync_job
 from optima_pipelines.cabinets import get_cabinet
 from optima_pipelines.errors import InvalidInput
-from optima_pipelines.requests import Request
+from optima_pipelines.requests import IMPORT_REPORT, Request
 from optima_pipelines.runconfig import cabinet_run_config
 from optima_pipelines.sensors.handlers import RequestHandler
 from optima_pipelines.sensors.wb_sync import cron_fanout_schedule
@@ -45,5 +45,5 @@ def validate_report_request(conn: psycopg.Connection, request: Request) -> dict[
 
 
 REQUEST_HANDLERS = [
-    RequestHandler("import-user-report", finance_report_import_job, finance.IMPORT_QUEUE, validate_report_request),
+    RequestHandler(IMPORT_REPORT, finance_report_import_job, finance.IMPORT_QUEUE, validate_report_request),
 ]

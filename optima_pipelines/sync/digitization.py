@@ -23,6 +23,7 @@ from typing import Any
 
 import psycopg
 
+from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import MergeResult, merge_rows
 from optima_pipelines.logs import get_logger
 from optima_pipelines.ops.records import record_feed_sync
@@ -39,6 +40,23 @@ log = get_logger(__name__)
 WB_HORIZON_DAYS = 90
 
 Connect = Callable[[], psycopg.Connection]
+
+
+def check_date_from(value: object, today: date) -> date:
+    """An import's first day (``YYYY-MM-DD``): a real date, not in the future, within WB's 90-day
+    horizon; InvalidInput naming what is wrong otherwise. The CLI and the requests sensor both use it."""
+    if not isinstance(value, str):
+        raise InvalidInput('malformed payload: expected a JSON object with "dateFrom": "YYYY-MM-DD"')
+    try:
+        date_from = date.fromisoformat(value)
+    except ValueError:
+        raise InvalidInput(f"dateFrom {value!r} is not a date (YYYY-MM-DD)") from None
+    if date_from > today:
+        raise InvalidInput(f"dateFrom {date_from} is in the future (today in Moscow is {today})")
+    earliest = today - timedelta(days=WB_HORIZON_DAYS)
+    if date_from < earliest:
+        raise InvalidInput(f"dateFrom {date_from} is before WB's 90-day horizon (earliest {earliest})")
+    return date_from
 
 
 @dataclass(frozen=True)

@@ -67,3 +67,33 @@ def test_a_tick_reads_the_payload_of_pending_requests_only(warehouse_conn, dagst
     assert (opened[running].status, opened[running].payload) == ("running", None)
     assert (opened[pending].status, opened[pending].payload) == ("pending", {"dateFrom": "2026-11-01"})
     assert len(outbox.get_request(warehouse_conn, running).payload["items"]) == 25_000  # still stored whole
+
+
+def test_unknown_kinds_and_requests_pending_too_long_fail_at_the_next_tick_naming_why(warehouse_conn, dagster_instance):
+    from optima_pipelines.sensors.requests import requests_sensor
+    from tests.engines import evaluate
+
+    unknown = outbox.create_request(warehouse_conn, "import-user-reports", "c1", {})
+    stale = outbox.create_request(warehouse_conn, "import-user-feeds", "c1", {"dateFrom": "2026-11-01"})
+    warehouse_conn.execute("UPDATE requests SET created_at = now() - interval '7 hours' WHERE id = %s", (stale,))
+    evaluate(requests_sensor, dagster_instance)
+
+    failed = outbox.get_request(warehouse_conn, unknown)
+    assert failed.status == "failed"
+    assert failed.error.startswith("unknown request kind 'import-user-reports': expected one of ")
+    assert "import-user-report," in failed.error and "pricing-bulk" in failed.error
+    old = outbox.get_request(warehouse_conn, stale)
+    assert old.status == "failed" and old.error.startswith("not started within 6 h of its creation")
+    assert outbox.live_user_import_cabinets(warehouse_conn) == set()
+
+
+def test_only_live_user_imports_of_the_known_kinds_hold_a_cabinet(warehouse_conn):
+    for kind, cabinet in [("import-user-reports", "c1"), ("import-user-anything", "c2"), ("pricing-bulk", "c3")]:
+        outbox.create_request(warehouse_conn, kind, cabinet, {})
+    old = outbox.create_request(warehouse_conn, "import-user-report", "c4", {"path": "/x.xlsx"})
+    outbox.mark_running(warehouse_conn, old, str(uuid.uuid4()))
+    warehouse_conn.execute("UPDATE requests SET created_at = now() - interval '7 hours' WHERE id = %s", (old,))
+    assert outbox.live_user_import_cabinets(warehouse_conn) == set()
+    outbox.create_request(warehouse_conn, "import-user-feeds", "c5", {"dateFrom": "2026-11-01"})
+    outbox.create_request(warehouse_conn, "import-user-report", "c6", {"path": "/x.xlsx"})
+    assert outbox.live_user_import_cabinets(warehouse_conn) == {"c5", "c6"}
