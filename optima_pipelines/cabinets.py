@@ -11,6 +11,7 @@ from psycopg import sql
 
 from optima_pipelines.errors import ConfigError, InvalidInput, UnknownCabinet
 from optima_pipelines.secrets import TokenCipher
+from optima_pipelines.wb.http import token_problem
 
 CABINET_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 STATUSES = ("active", "paused", "token_invalid", "archived")
@@ -24,6 +25,9 @@ class Cabinet:
     has_token: bool
     created_at: datetime
     updated_at: datetime
+    #: When and why WB rejected the token (status token_invalid); cleared by a new token.
+    token_rejected_at: datetime | None = None
+    token_rejected_reason: str | None = None
 
     @property
     def active(self) -> bool:
@@ -39,13 +43,24 @@ def validate_cabinet_id(cabinet_id: str) -> str:
     return cabinet_id
 
 
+def validate_token(token: str) -> str:
+    """The token as stored (ends stripped), or InvalidInput: the WB client's own rule, so a token it
+    would refuse at the first sync is refused when it is given. Never echoes the token."""
+    problem = token_problem(token)
+    if problem is not None:
+        raise InvalidInput(f"the WB token is {problem}")
+    return token.strip()
+
+
 def validate_status(status: str) -> str:
     if status not in STATUSES:
         raise InvalidInput(f"invalid status {status!r}: expected one of {', '.join(STATUSES)}")
     return status
 
 
-_COLUMNS = sql.SQL("id, name, status, wb_token_encrypted IS NOT NULL, created_at, updated_at")
+_COLUMNS = sql.SQL(
+    "id, name, status, wb_token_encrypted IS NOT NULL, created_at, updated_at, token_rejected_at, token_rejected_reason"
+)
 
 
 def add_cabinet(
@@ -53,9 +68,7 @@ def add_cabinet(
 ) -> Cabinet:
     validate_cabinet_id(cabinet_id)
     validate_status(status)
-    if token is not None and not token.strip():
-        raise InvalidInput("the WB token is empty")
-    blob = cipher.encrypt(token.strip()) if token else None
+    blob = cipher.encrypt(validate_token(token)) if token is not None else None
     try:
         row = conn.execute(
             sql.SQL(
@@ -101,14 +114,26 @@ def set_status(conn: psycopg.Connection, cabinet_id: str, status: str) -> Cabine
 
 
 def set_token(conn: psycopg.Connection, cipher: TokenCipher, cabinet_id: str, token: str) -> None:
-    if not token.strip():
-        raise InvalidInput("the WB token is empty")
+    """Replace the token; a cabinet whose old token WB rejected (token_invalid) is active again."""
     cur = conn.execute(
-        "UPDATE cabinets SET wb_token_encrypted = %s, token_updated_at = now(), updated_at = now() WHERE id = %s",
-        (cipher.encrypt(token.strip()), cabinet_id),
+        "UPDATE cabinets SET wb_token_encrypted = %s, token_updated_at = now(), updated_at = now(), "
+        "status = CASE WHEN status = 'token_invalid' THEN 'active' ELSE status END, "
+        "token_rejected_at = NULL, token_rejected_reason = NULL WHERE id = %s",
+        (cipher.encrypt(validate_token(token)), cabinet_id),
     )
     if cur.rowcount == 0:
         raise UnknownCabinet(cabinet_id)
+
+
+def mark_token_rejected(conn: psycopg.Connection, cabinet_id: str, reason: str) -> bool:
+    """An active cabinet whose token WB rejected becomes token_invalid, with why and when (scheduled
+    work skips it from now on). True if this call changed it: the one moment worth an alert."""
+    cur = conn.execute(
+        "UPDATE cabinets SET status = 'token_invalid', token_rejected_at = now(), token_rejected_reason = %s, "
+        "updated_at = now() WHERE id = %s AND status = 'active'",
+        (reason[:1000], cabinet_id),
+    )
+    return cur.rowcount == 1
 
 
 def get_token(conn: psycopg.Connection, cipher: TokenCipher, cabinet_id: str) -> str:

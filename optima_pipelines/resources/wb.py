@@ -1,11 +1,33 @@
 """The WB API resource: a ``WbClient`` per cabinet, its token read from the warehouse at run time."""
 
 # No "from __future__ import annotations" here: Dagster reads ResourceDependency from live annotations.
+from typing import Any
+
+import psycopg
 from dagster import ConfigurableResource, ResourceDependency
 
-from optima_pipelines.cabinets import get_token
+from optima_pipelines.cabinets import get_token, mark_token_rejected
+from optima_pipelines.errors import OptimaError
+from optima_pipelines.logs import get_logger
 from optima_pipelines.resources.warehouse import Warehouse
-from optima_pipelines.wb import PostgresLimiterStore, RateLimiter, WbClient, WbConfig, token_type_of
+from optima_pipelines.wb import PostgresLimiterStore, RateLimiter, WbAuthError, WbClient, WbConfig, token_type_of
+
+log = get_logger(__name__)
+
+
+class _CabinetClient(WbClient):
+    """A WbClient whose ``with`` block, left by WB rejecting the token itself, marks the cabinet."""
+
+    def __init__(self, *args: Any, on_error: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._on_error = on_error
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if len(exc) > 1 and isinstance(exc[1], WbAuthError):
+                self._on_error(exc[1])
+        finally:
+            super().__exit__(*exc)
 
 
 class WbApi(ConfigurableResource):
@@ -45,10 +67,33 @@ class WbApi(ConfigurableResource):
         ``config_changes`` other ``WbConfig`` fields (a sensor's short timeouts and single attempt)."""
         with self.warehouse.connect() as conn:
             token = get_token(conn, self.warehouse.cipher(), cabinet_id)
-        return WbClient(
-            cabinet_id,
-            token,
-            config=self.config(max_wait_seconds).with_changes(**(config_changes or {})),
-            limiter=RateLimiter(PostgresLimiterStore(self.warehouse.connect)),
-            token_type=token_type_of(token) or "personal",
-        )
+        try:
+            return _CabinetClient(
+                cabinet_id,
+                token,
+                config=self.config(max_wait_seconds).with_changes(**(config_changes or {})),
+                limiter=RateLimiter(PostgresLimiterStore(self.warehouse.connect)),
+                token_type=token_type_of(token) or "personal",
+                on_error=self.token_rejected,
+            )
+        except WbAuthError as exc:  # a stored token the client refuses to send
+            self.token_rejected(exc)
+            raise
+
+    def token_rejected(self, exc: WbAuthError) -> None:
+        """Record a token WB rejected (not one lacking a category) on its cabinet: token_invalid, with
+        why and when, so that scheduled work stops asking WB with it. Logged once, at the change."""
+        if not exc.token_rejected:
+            return
+        try:
+            with self.warehouse.connect() as conn:
+                changed = mark_token_rejected(conn, exc.cabinet_id, str(exc))
+                conn.commit()
+        except (psycopg.Error, OptimaError) as failure:  # the run still fails with WB's answer
+            log.warning(f"could not mark cabinet {exc.cabinet_id} token_invalid: {failure}")
+            return
+        if changed:
+            log.error(
+                f"cabinet {exc.cabinet_id} is now token_invalid and no longer scheduled: {exc}. "
+                f"Give it a new token: optima-pipelines cabinets set-token {exc.cabinet_id} --token-file FILE"
+            )

@@ -62,7 +62,7 @@ from optima_pipelines.wb.errors import (
     WbResponseError,
     WbUnavailable,
 )
-from optima_pipelines.wb.http import token_type_of
+from optima_pipelines.wb.http import token_problem, token_type_of
 from optima_pipelines.wb.limiter import LimiterStore, MemoryLimiterStore, PostgresLimiterStore, RateLimiter
 from optima_pipelines.wb.limits import LIMIT_GROUPS, LimitRule, rule_for
 from optima_pipelines.wb.models import (
@@ -134,5 +134,6 @@ __all__ = [
     "WbResponseError",
     "WbUnavailable",
     "rule_for",
+    "token_problem",
     "token_type_of",
 ]

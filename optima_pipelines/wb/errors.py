@@ -50,6 +50,12 @@ class WbAuthError(WbError):
         self.status = status
         self.detail = detail
 
+    @property
+    def token_rejected(self) -> bool:
+        """The token itself is bad (malformed, expired, revoked, or not sendable at all: no status),
+        as opposed to a valid token lacking a category or a method ("scope not allowed", 403)."""
+        return self.status is None or (self.status == 401 and "scope" not in (self.detail or "").lower())
+
 
 class WbResponseError(WbError):
     """WB answered 2xx with something that is not what the endpoint documents (bad JSON, a missing

@@ -91,16 +91,26 @@ class _TokenAuth(httpx.Auth):
         return text
 
 
+#: Why ``token_problem`` refuses a token (the client and `cabinets add/set-token` say the same).
+TOKEN_RULE = "not a WB API token (empty, too short, or with spaces, control or non-ASCII characters)"
+
+
+def token_problem(token: str) -> str | None:
+    """None for a token that can be sent as given (after stripping the ends), else why not. The one
+    rule for tokens: the client applies it before a request, `cabinets add/set-token` on input."""
+    return None if _TOKEN_RE.match((token or "").strip()) else TOKEN_RULE
+
+
 def check_token(cabinet_id: str, token: str) -> str:
-    token = (token or "").strip()
-    if not _TOKEN_RE.match(token):
+    problem = token_problem(token)
+    if problem is not None:
         raise WbAuthError(
             cabinet_id=cabinet_id,
             endpoint="(no request sent)",
             status=None,
-            detail="the stored token is not a WB API token (empty, too short, or with spaces or non-ASCII characters)",
+            detail=f"the stored token is {problem}",
         )
-    return token
+    return token.strip()
 
 
 def token_type_of(token: str) -> str | None:

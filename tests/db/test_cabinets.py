@@ -53,3 +53,20 @@ def test_unknown_cabinet_and_bad_status_are_named(warehouse_conn, cipher):
         repo.set_status(warehouse_conn, "a", "sleeping")
     with pytest.raises(InvalidInput, match="already exists"):
         repo.add_cabinet(warehouse_conn, cipher, "a", "A", None)
+
+
+def test_a_rejected_token_makes_the_cabinet_token_invalid_until_a_new_token(warehouse_conn, cipher):
+    repo.add_cabinet(warehouse_conn, cipher, "shop-1", "Shop One", TOKEN)
+    assert repo.mark_token_rejected(warehouse_conn, "shop-1", "WB rejected the token (HTTP 401: token expired)")
+    assert not repo.mark_token_rejected(warehouse_conn, "shop-1", "again")  # one change, one alert
+    cab = repo.get_cabinet(warehouse_conn, "shop-1")
+    assert cab.status == "token_invalid" and cab.token_rejected_at is not None
+    assert cab.token_rejected_reason == "WB rejected the token (HTTP 401: token expired)"
+    assert repo.list_cabinets(warehouse_conn, status="active") == []
+
+    repo.set_token(warehouse_conn, cipher, "shop-1", TOKEN[::-1])
+    cab = repo.get_cabinet(warehouse_conn, "shop-1")
+    assert (cab.status, cab.token_rejected_at, cab.token_rejected_reason) == ("active", None, None)
+    repo.set_status(warehouse_conn, "shop-1", "paused")
+    repo.set_token(warehouse_conn, cipher, "shop-1", TOKEN)
+    assert repo.get_cabinet(warehouse_conn, "shop-1").status == "paused"  # a person's pause stays

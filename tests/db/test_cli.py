@@ -91,3 +91,44 @@ def test_every_command_has_help(optima_env):
             code, output = result.exit_code, result.output
         assert code == 0, (path, output)
         assert "Usage:" in output, path
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["abc\r\nX-Evil: 1", TOKEN[:20] + " " + TOKEN[20:], TOKEN[:20] + "\x07" + TOKEN[20:], TOKEN + "é", "short"],
+)
+def test_add_and_set_token_refuse_a_token_the_wb_client_would_refuse(optima_env, token):
+    added = run_cli("cabinets", "add", "c-1", "--token-env", "BAD_TOKEN", env={"BAD_TOKEN": token})
+    assert added.returncode == 1
+    assert added.stderr.strip() == (
+        "error: the WB token is not a WB API token (empty, too short, or with spaces, control or non-ASCII characters)"
+    )
+    assert run_cli("cabinets", "list").stdout.strip() == "no cabinets"
+    assert run_cli("cabinets", "add", "c-1", "--token", TOKEN).returncode == 0
+    replaced = run_cli("cabinets", "set-token", "c-1", "--token-env", "BAD_TOKEN", env={"BAD_TOKEN": token})
+    assert replaced.returncode == 1 and replaced.stderr.startswith("error: the WB token is not a WB API token")
+
+
+@pytest.mark.parametrize(
+    "date_from, reason",
+    [
+        ("2026-13-45", "error: dateFrom '2026-13-45' is not a date (YYYY-MM-DD)"),
+        ("2999-01-01", "error: dateFrom 2999-01-01 is in the future"),
+        ("2020-01-01", "error: dateFrom 2020-01-01 is before WB's 90-day horizon"),
+    ],
+)
+def test_import_feeds_refuses_a_bad_date_before_creating_a_request(optima_env, warehouse_conn, date_from, reason):
+    assert run_cli("cabinets", "add", "c-1", "--token", TOKEN).returncode == 0
+    result = run_cli("request", "import-feeds", "--cabinet", "c-1", "--date-from", date_from)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith(reason), result.stderr
+    assert warehouse_conn.execute("SELECT count(*) FROM requests").fetchone()[0] == 0
+
+
+def test_health_of_a_never_migrated_environment_is_one_line_naming_the_fix(optima_env):
+    result = run_cli("health", "--no-wb", env={"OPTIMA_ENV": "nevermigrated"})
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "error: warehouse: this environment is not set up: schema optima_nevermigrated, dagster_nevermigrated "
+        "does not exist; run `optima-pipelines db upgrade`"
+    )
