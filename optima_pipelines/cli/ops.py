@@ -12,6 +12,7 @@ import sys
 
 import click
 
+from optima_pipelines.errors import ConfigError
 from optima_pipelines.ops import processes
 from optima_pipelines.runtime import open_deployment
 
@@ -105,12 +106,23 @@ def health_cmd(wb: bool, as_json: bool) -> None:
     """Check the warehouse, Dagster's storage, the daemon and WB; exit 1 naming what failed."""
     from dagster import DagsterInstance
 
-    from optima_pipelines.ops.health import run_checks
+    from optima_pipelines.ops.health import check_warehouse, run_checks
 
     with open_deployment(migrate=False) as dep:
+        setup = check_warehouse(dep.database_url, dep.schema, dep.settings.dagster_schema)
+        if not setup.ok:  # nothing else can be checked (Dagster would try to create its tables)
+            raise ConfigError(f"{setup.name}: {setup.detail}")
         dep.apply_env()
         with DagsterInstance.get() as instance:
-            checks = run_checks(dep.database_url, dep.schema, instance, dep.cipher(), dep.settings.wb_base_url, wb=wb)
+            checks = run_checks(
+                dep.database_url,
+                dep.schema,
+                lambda: instance,
+                dep.cipher(),
+                dep.settings.wb_base_url,
+                dagster_schema=dep.settings.dagster_schema,
+                wb=wb,
+            )
     if as_json:
         click.echo(json.dumps({"healthy": all(c.ok for c in checks), "checks": [c.as_dict() for c in checks]}))
     else:

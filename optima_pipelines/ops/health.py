@@ -2,6 +2,9 @@
 
 Used by ``optima-pipelines health`` (exit 1 naming what failed) and the metrics process's
 ``/health`` route (503 with the same report). Each check returns a :class:`Check`; none raises.
+The database checks run side by side, each within ``CHECK_BUDGET_SECONDS`` (a probe's budget): one
+that has not answered by then fails as "no answer within N s" (Dagster's storage alone retries a
+refused connection for about 6 s), so a dead database is named in seconds, not tens of seconds.
 
 WB allows 3 ``/ping`` calls per 30 s per host. Every ping any process makes is logged in
 ``ops_wb_pings``; a check reuses an answer younger than ``PING_REUSE_SECONDS`` instead of asking
@@ -11,6 +14,8 @@ per host at most, whatever polls them.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +44,12 @@ WB_PING_HOSTS: tuple[str, ...] = (
 )
 PING_REUSE_SECONDS = 15
 PING_TIMEOUT_SECONDS = 5.0
+#: How long each database check may take (connect, statements, Dagster's storage calls).
+CHECK_BUDGET_SECONDS = 3.0
+#: libpq's connect_timeout for the checks (2 s is the least libpq honours).
+CONNECT_TIMEOUT_SECONDS = 2
+#: The command that creates an environment's schemas and applies the migrations.
+SETUP_COMMAND = "optima-pipelines db upgrade"
 
 
 @dataclass(frozen=True)
@@ -68,31 +79,51 @@ def _guard(name: str, fn: Callable[[], Check]) -> Check:
         return _failure(name, exc)
 
 
-def check_warehouse(database_url: str, schema: str) -> Check:
+def check_warehouse(database_url: str, schema: str, dagster_schema: str | None = None) -> Check:
+    """The server answers and the environment is set up: its schemas exist (the warehouse's and, when
+    given, Dagster's storage) and the warehouse is at the code's migration. A failure of set-up names
+    the command that fixes it."""
+
     def run() -> Check:
-        with connect(database_url, schema, connect_timeout=5) as conn:
-            conn.execute("SELECT 1")
+        wanted = [schema, *([dagster_schema] if dagster_schema else [])]
+        with connect(database_url, schema, connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
+            conn.execute("SELECT set_config('statement_timeout', %s, false)", (str(int(CHECK_BUDGET_SECONDS * 1000)),))
+            present = {
+                r[0] for r in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s)", (wanted,))
+            }
+        missing = [name for name in wanted if name not in present]
+        if missing:
+            return Check(
+                "warehouse",
+                False,
+                f"this environment is not set up: schema {', '.join(missing)} does not exist; run `{SETUP_COMMAND}`",
+            )
         current, head = current_revision(database_url, schema), head_revision()
         if current != head:
-            return Check("warehouse", False, f"schema {schema} at migration {current}, code expects {head}")
+            return Check(
+                "warehouse",
+                False,
+                f"schema {schema} at migration {current}, code expects {head}; run `{SETUP_COMMAND}`",
+            )
         return Check("warehouse", True, f"schema {schema} at {head}")
 
     return _guard("warehouse", run)
 
 
-def check_dagster_storage(instance: Any) -> Check:
+def check_dagster_storage(instance: Callable[[], Any]) -> Check:
     def run() -> Check:
-        instance.get_run_records(limit=1)
-        return Check("dagster storage", True, f"{type(instance.run_storage).__name__} answers")
+        built = instance()
+        built.get_run_records(limit=1)
+        return Check("dagster storage", True, f"{type(built.run_storage).__name__} answers")
 
     return _guard("dagster storage", run)
 
 
-def check_daemon(instance: Any) -> Check:
+def check_daemon(instance: Callable[[], Any]) -> Check:
     """Every daemon the instance requires has a fresh heartbeat without errors."""
 
     def run() -> Check:
-        statuses = instance.get_daemon_statuses()
+        statuses = instance().get_daemon_statuses()
         if not statuses:
             return Check("daemon", False, "the instance requires no daemon: is this an ephemeral instance?")
         bad = sorted(t for t, s in statuses.items() if s.required and not s.healthy)
@@ -151,7 +182,10 @@ def check_wb(
 
     def run() -> list[Check]:
         checks: list[Check] = []
-        with connect(database_url, schema, connect_timeout=5) as conn, httpx.Client() as own_client:
+        with (
+            connect(database_url, schema, connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn,
+            httpx.Client() as own_client,
+        ):
             http = client or own_client
             found = _ping_token(conn, cipher)
             conn.commit()
@@ -185,17 +219,43 @@ def check_wb(
         return [_failure("wb", exc)]
 
 
+def within_budget(checks: dict[str, Callable[[], Check]], budget: float = CHECK_BUDGET_SECONDS) -> list[Check]:
+    """Run the checks side by side; one still running after ``budget`` seconds fails, named. Its
+    thread (a daemon) finishes on its own: nothing waits for it, not even the process's exit."""
+    results: dict[str, Check] = {}
+    threads = []
+    for name, fn in checks.items():
+        thread = threading.Thread(target=lambda n=name, f=fn: results.__setitem__(n, f()), daemon=True)
+        thread.start()
+        threads.append(thread)
+    deadline = time.monotonic() + budget
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return [results.get(name) or Check(name, False, f"no answer within {budget:g} s") for name in checks]
+
+
 def run_checks(
     database_url: str,
     schema: str,
-    instance: Any,
+    instance: Callable[[], Any],
     cipher: TokenCipher,
     base_url: str | None,
     *,
+    dagster_schema: str | None = None,
     wb: bool = True,
     wb_client: httpx.Client | None = None,
+    budget: float = CHECK_BUDGET_SECONDS,
 ) -> list[Check]:
-    checks = [check_warehouse(database_url, schema), check_dagster_storage(instance), check_daemon(instance)]
+    """Every check. ``instance`` returns the Dagster instance (called inside the checks' budget: on
+    a dead database even building one waits on Dagster's connection retries)."""
+    checks = within_budget(
+        {
+            "warehouse": lambda: check_warehouse(database_url, schema, dagster_schema),
+            "dagster storage": lambda: check_dagster_storage(instance),
+            "daemon": lambda: check_daemon(instance),
+        },
+        budget,
+    )
     if wb:
         checks += check_wb(database_url, schema, cipher, base_url, client=wb_client)
     return checks

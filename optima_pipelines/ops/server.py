@@ -41,7 +41,15 @@ def create_app(dep: Deployment) -> Starlette:
 
     def health(request: Request) -> Response:
         wb = request.query_params.get("wb", "1") not in ("0", "false", "no")
-        checks = run_checks(dep.database_url, dep.schema, instance(), dep.cipher(), dep.settings.wb_base_url, wb=wb)
+        checks = run_checks(
+            dep.database_url,
+            dep.schema,
+            instance,
+            dep.cipher(),
+            dep.settings.wb_base_url,
+            dagster_schema=dep.settings.dagster_schema,
+            wb=wb,
+        )
         healthy = all(c.ok for c in checks)
         body = {"healthy": healthy, "checks": [c.as_dict() for c in checks]}
         return JSONResponse(body, status_code=200 if healthy else 503)

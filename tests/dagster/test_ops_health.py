@@ -64,7 +64,9 @@ def cipher(settings):
 
 
 def test_without_a_daemon_the_daemon_check_fails_and_names_it(dagster_instance, database_url, settings, cipher):
-    checks = {c.name: c for c in run_checks(database_url, settings.warehouse_schema, dagster_instance, cipher, None)}
+    checks = {
+        c.name: c for c in run_checks(database_url, settings.warehouse_schema, lambda: dagster_instance, cipher, None)
+    }
     assert checks["warehouse"].ok and head_revision() in checks["warehouse"].detail
     assert checks["dagster storage"].ok
     assert not checks["daemon"].ok
@@ -108,3 +110,88 @@ def test_health_command_exits_1_naming_the_daemon(dagster_instance):
     assert "ok   warehouse" in result.stdout
     assert "FAIL daemon: no heartbeat" in result.stdout
     assert result.stderr.strip() == "error: unhealthy: daemon"
+
+
+class TcpProxy:
+    """A TCP forwarder to the test's PostgreSQL: ``stop()`` is the database stopping under a
+    running checker (every connection refused from then on)."""
+
+    def __init__(self, target: tuple[str, int]):
+        import socket
+
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.open: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import socket
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            self.open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b):
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def stop(self):
+        import socket
+
+        self.listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(): nothing is accepted after this
+        self.listener.close()
+        for s in self.open:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+
+def test_with_the_database_stopped_health_names_each_failed_part_within_its_budget(
+    dagster_instance, database_url, settings, cipher, monkeypatch
+):
+    from urllib.parse import urlsplit, urlunsplit
+
+    from dagster import DagsterInstance
+
+    from optima_pipelines.db.urls import dagster_storage_url
+    from optima_pipelines.ops.health import CHECK_BUDGET_SECONDS
+
+    parts = urlsplit(database_url)
+    proxy = TcpProxy((parts.hostname, parts.port or 5432))
+    proxied = urlunsplit(
+        parts._replace(netloc=parts.netloc.replace(f"{parts.hostname}:{parts.port}", f"127.0.0.1:{proxy.port}"))
+    )
+    monkeypatch.setenv("OPTIMA_DAGSTER_STORAGE_URL", dagster_storage_url(proxied, settings.dagster_schema))
+    with DagsterInstance.get() as instance:  # the metrics process's instance, built while PostgreSQL is up
+        up = {
+            c.name: c.ok
+            for c in run_checks(proxied, settings.warehouse_schema, lambda: instance, cipher, None, wb=False)
+        }
+        assert up == {"warehouse": True, "dagster storage": True, "daemon": False}
+        proxy.stop()
+        down = {
+            c.name: c for c in run_checks(proxied, settings.warehouse_schema, lambda: instance, cipher, None, wb=False)
+        }
+    assert down["warehouse"].detail.startswith(f"cannot connect to PostgreSQL at 127.0.0.1:{proxy.port}")
+    # Dagster's storage retries a refused connection for about 6 s: past the probe's budget it is named.
+    assert down["dagster storage"].detail == f"no answer within {CHECK_BUDGET_SECONDS:g} s"
+    assert down["daemon"].detail == f"no answer within {CHECK_BUDGET_SECONDS:g} s"
+    assert not any(c.ok for c in down.values())
