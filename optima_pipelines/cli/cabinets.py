@@ -66,7 +66,7 @@ def add_cmd(
 @click.option("--token-file", type=click.Path(path_type=Path))
 @click.option("--token-env")
 def set_token_cmd(cabinet_id: str, token: str | None, token_file: Path | None, token_env: str | None) -> None:
-    """Replace a cabinet's WB token."""
+    """Replace a cabinet's WB token (a token_invalid cabinet becomes active again)."""
     secret = _read_token(token, token_file, token_env)
     if secret is None:
         raise InvalidInput("give the token with --token, --token-file or --token-env")
@@ -86,7 +86,10 @@ def list_cmd() -> None:
         return
     width = max(len(c.id) for c in rows)
     for c in rows:
-        click.echo(f"{c.id:<{width}}  {c.status:<13}  token {'set' if c.has_token else 'missing':<7}  {c.name}")
+        line = f"{c.id:<{width}}  {c.status:<13}  token {'set' if c.has_token else 'missing':<7}  {c.name}"
+        if c.token_rejected_at is not None:
+            line += f"  (token rejected {c.token_rejected_at:%Y-%m-%d %H:%M %Z}: {c.token_rejected_reason})"
+        click.echo(line)
 
 
 @cabinets_group.command("set-status")
