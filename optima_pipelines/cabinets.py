@@ -43,6 +43,20 @@ def validate_cabinet_id(cabinet_id: str) -> str:
     return cabinet_id
 
 
+#: A display name: shown in lists and the UI, so bounded and printable.
+MAX_NAME_LENGTH = 200
+
+
+def validate_name(name: str) -> str:
+    if not name.strip():
+        raise InvalidInput("the cabinet name is empty")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidInput(f"the cabinet name is longer than {MAX_NAME_LENGTH} characters ({len(name)})")
+    if not name.isprintable():
+        raise InvalidInput("the cabinet name has control characters (line breaks, tabs, escapes)")
+    return name
+
+
 def validate_token(token: str) -> str:
     """The token as stored (ends stripped), or InvalidInput: the WB client's own rule, so a token it
     would refuse at the first sync is refused when it is given. Never echoes the token."""
@@ -67,6 +81,7 @@ def add_cabinet(
     conn: psycopg.Connection, cipher: TokenCipher, cabinet_id: str, name: str, token: str | None, status: str = "active"
 ) -> Cabinet:
     validate_cabinet_id(cabinet_id)
+    validate_name(name)
     validate_status(status)
     blob = cipher.encrypt(validate_token(token)) if token is not None else None
     try:

@@ -29,6 +29,8 @@ def _read_token(token: str | None, token_file: Path | None, token_env: str | Non
             return token_file.read_text().strip()
         except OSError as exc:
             raise InvalidInput(f"cannot read token file {token_file}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise InvalidInput(f"cannot read token file {token_file}: it is not UTF-8 text") from None
     if token_env is not None:
         value = os.environ.get(token_env)
         if not value:

@@ -132,3 +132,16 @@ def test_health_of_a_never_migrated_environment_is_one_line_naming_the_fix(optim
         "error: warehouse: this environment is not set up: schema optima_nevermigrated, dagster_nevermigrated "
         "does not exist; run `optima-pipelines db upgrade`"
     )
+
+
+def test_a_binary_token_file_and_an_unreadable_cabinet_name_are_one_line_errors(optima_env, tmp_path):
+    binary = tmp_path / "token.bin"
+    binary.write_bytes(b"\xff\xfe\x00\x01binary")
+    result = run_cli("cabinets", "add", "c-1", "--token-file", str(binary))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"error: cannot read token file {binary}: it is not UTF-8 text"
+    for name, reason in [("x" * 201, "is longer than 200 characters"), ("Shop\x1b[2J", "has control characters")]:
+        named = run_cli("cabinets", "add", "c-1", "--name", name, "--token", TOKEN)
+        assert named.returncode == 1 and named.stderr.startswith("error: the cabinet name "), named.stderr
+        assert reason in named.stderr
+    assert run_cli("cabinets", "list").stdout.strip() == "no cabinets"
