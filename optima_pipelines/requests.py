@@ -112,7 +112,8 @@ def fail_unservable(conn: psycopg.Connection, known_kinds: list[str]) -> list[tu
     those pending for longer than ``STALE_AFTER``. Returns (request id, reason) of each."""
     unknown = conn.execute(
         "UPDATE requests SET status = 'failed', finished_at = now(), updated_at = now(), "
-        "error = 'unknown request kind ' || quote_literal(kind) || ': expected one of ' || %s "
+        "error = 'unknown request kind ' || quote_literal(left(kind, 100)) "
+        "|| CASE WHEN length(kind) > 100 THEN ' (cut)' ELSE '' END || ': expected one of ' || %s "
         "WHERE status = 'pending' AND NOT kind = ANY(%s) RETURNING id, error",
         (", ".join(sorted(known_kinds)), known_kinds),
     ).fetchall()

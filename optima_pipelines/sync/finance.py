@@ -328,8 +328,15 @@ def _read_sheets(path: Path, fmt: str) -> list[tuple[str | None, Any]]:
     import pandas as pd  # here, not at the top: every process that loads the code location would pay for it
     from python_calamine import CalamineError
 
-    if not path.is_file():
-        raise InvalidInput(f"the report file {str(path)!r} does not exist or is not a file")
+    shown = str(path) if len(str(path)) <= 200 else f"{str(path)[:200]}…"
+    try:
+        is_file = path.is_file()
+    except OSError as exc:  # a name too long, a loop of links: bad input, not a trouble to retry
+        raise InvalidInput(
+            f"the report file {shown!r} cannot be read ({exc.__class__.__name__}: [Errno {exc.errno}] {exc.strerror})"
+        ) from None
+    if not is_file:
+        raise InvalidInput(f"the report file {shown!r} does not exist or is not a file")
     if fmt == "xlsx":
         try:
             # calamine (Rust) reads a workbook ~10 times faster than openpyxl, with the same cell types.

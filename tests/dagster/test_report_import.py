@@ -61,6 +61,13 @@ def request_import(conn, instance, cabinet: str, payload: dict):
     return outbox.get_request(conn, request_id)
 
 
+def materializations_retried(instance) -> int:  # type: ignore[no-untyped-def]
+    """Steps of every run so far that asked for a retry."""
+    from dagster import DagsterEventType, EventRecordsFilter
+
+    return len(instance.get_event_records(EventRecordsFilter(event_type=DagsterEventType.STEP_UP_FOR_RETRY)))
+
+
 def lines_in_warehouse(conn, cabinet: str) -> Counter:
     cols = ", ".join(MONEY)
     rows = conn.execute(
@@ -154,7 +161,11 @@ def test_a_file_without_the_report_fails_clearly(wb, warehouse_conn, dagster_ins
     assert corrupt.status == "failed" and "corrupt.xlsx is not a readable xlsx workbook" in corrupt.error
     missing = request_import(warehouse_conn, dagster_instance, "c1", {"path": str(tmp_path / "nowhere.xlsx")})
     assert missing.status == "failed" and "does not exist" in missing.error
-    for failed in (wrong, corrupt, missing):  # a person reads the reason, not Dagster's class path
+    # A path longer than the filesystem allows fails at once as bad input (it was an OSError, retried).
+    too_long = request_import(warehouse_conn, dagster_instance, "c1", {"path": str(tmp_path / ("r" * 5000)) + ".xlsx"})
+    assert too_long.status == "failed" and "cannot be read (OSError: [Errno 36] File name too long" in too_long.error
+    assert materializations_retried(dagster_instance) == 0
+    for failed in (wrong, corrupt, missing, too_long):  # a person reads the reason, not Dagster's class path
         assert failed.error.startswith("finance_report_import of cabinet c1: "), failed.error
     assert warehouse_conn.execute("SELECT count(*) FROM wb_report_lines").fetchone()[0] == 0
 

@@ -74,6 +74,7 @@ def test_unknown_kinds_and_requests_pending_too_long_fail_at_the_next_tick_namin
     from tests.engines import evaluate
 
     unknown = outbox.create_request(warehouse_conn, "import-user-reports", "c1", {})
+    huge = outbox.create_request(warehouse_conn, "k" * 100_000, "c1", {})  # a careless backend's kind
     stale = outbox.create_request(warehouse_conn, "import-user-feeds", "c1", {"dateFrom": "2026-11-01"})
     warehouse_conn.execute("UPDATE requests SET created_at = now() - interval '7 hours' WHERE id = %s", (stale,))
     evaluate(requests_sensor, dagster_instance)
@@ -82,6 +83,9 @@ def test_unknown_kinds_and_requests_pending_too_long_fail_at_the_next_tick_namin
     assert failed.status == "failed"
     assert failed.error.startswith("unknown request kind 'import-user-reports': expected one of ")
     assert "import-user-report," in failed.error and "pricing-bulk" in failed.error
+    long_kind = outbox.get_request(warehouse_conn, huge)
+    assert long_kind.status == "failed" and long_kind.error.startswith("unknown request kind 'kkkk")
+    assert len(long_kind.error) < 500  # the kind is cut in the reason, not copied whole
     old = outbox.get_request(warehouse_conn, stale)
     assert old.status == "failed" and old.error.startswith("not started within 6 h of its creation")
     assert outbox.live_user_import_cabinets(warehouse_conn) == set()
