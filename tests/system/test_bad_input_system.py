@@ -1,0 +1,110 @@
+"""Bad input through the real daemon: a request row of an unknown kind, and a token WB rejects,
+never hold or flood a cabinet's scheduled syncs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from optima_pipelines import requests as outbox
+from optima_pipelines.cabinets import add_cabinet, get_cabinet
+from optima_pipelines.secrets import TokenCipher, load_key
+from tests.system.harness import only_automations, running_dev
+from tests.wb_syncs import TIME_SCALE, simulator
+from wb_simulator import CabinetSpec, serve
+
+pytestmark = pytest.mark.system
+
+JOB = "digitization_increment"
+
+
+def runs_of(conn, env: str, cabinet: str) -> list[tuple[str, str, float]]:  # type: ignore[no-untyped-def]
+    """(run id, status, created at as Unix seconds) of the increment runs of a cabinet."""
+    return conn.execute(
+        f"""SELECT r.run_id, r.status, extract(epoch FROM r.create_timestamp AT TIME ZONE 'UTC')::float
+            FROM dagster_{env}.runs r JOIN dagster_{env}.run_tags t ON t.run_id = r.run_id
+            WHERE r.pipeline_name = %s AND t.key = 'optima/cabinet' AND t.value = %s ORDER BY 3""",
+        (JOB, cabinet),
+    ).fetchall()
+
+
+def wait_until(condition, what: str, dep, timeout: float = 180):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"{what} not within {timeout} s\n{dep.log()[-3000:]}")
+
+
+def test_an_unknown_request_kind_fails_and_a_rejected_token_stops_its_cabinet_until_set_token(
+    optima_env, settings, warehouse_conn, tmp_path
+):
+    small = dict(products=5, orders_per_day=5, history_days=3, campaigns=0, feedback_rate=0, questions_per_day=0)
+    sim = simulator(CabinetSpec(id="good", **small), CabinetSpec(id="revoked", **small))
+    cipher = TokenCipher(load_key(settings))
+    bad_token = sim.token("revoked")
+    add_cabinet(warehouse_conn, cipher, "good", "Good", sim.token("good"))
+    add_cabinet(warehouse_conn, cipher, "revoked", "Revoked", bad_token)
+    sim.revoke(bad_token)
+    # A careless backend's row: a kind that does not exist, shaped like a user import of "good".
+    bogus = outbox.create_request(warehouse_conn, "import-user-reports", "good", {})
+    with serve(sim) as base_url:
+        env = {
+            "OPTIMA_WB_BASE_URL": base_url,
+            "OPTIMA_WB_TIME_SCALE": str(TIME_SCALE),
+            "DIGITIZATION_INCREMENT_INTERVAL_MS": "20000",
+            **only_automations("requests_sensor", "digitization_increment_sensor"),
+        }
+        with running_dev(env, tmp_path) as dep:
+            request = wait_until(
+                lambda: (r := outbox.get_request(warehouse_conn, bogus)).status == "failed" and r,
+                "the unknown kind failed",
+                dep,
+            )
+            assert request.error.startswith("unknown request kind 'import-user-reports': expected one of ")
+            assert "import-user-report," in request.error
+            cabinet = wait_until(
+                lambda: (c := get_cabinet(warehouse_conn, "revoked")).status == "token_invalid" and c,
+                "the rejected cabinet marked token_invalid",
+                dep,
+            )
+            assert "401" in cabinet.token_rejected_reason and bad_token not in cabinet.token_rejected_reason
+            marked = cabinet.token_rejected_at.timestamp()
+
+            # Two more windows: "good" keeps syncing, "revoked" gets no new run (one tick of slack).
+            wait_until(
+                lambda: (
+                    sum(created > marked + 15 for _, status, created in runs_of(warehouse_conn, optima_env, "good"))
+                    >= 2
+                ),
+                "two more increment runs of the good cabinet",
+                dep,
+            )
+            revoked_runs = runs_of(warehouse_conn, optima_env, "revoked")
+            assert [status for _, status, _ in revoked_runs] == ["FAILURE"]
+            metrics = httpx.get(f"{dep.metrics_url}/metrics", timeout=30).text
+            assert 'optima_cabinets{status="token_invalid"} 1.0' in metrics
+
+            # The operator gives it a new token: it is active again and syncs.
+            done = subprocess.run(
+                [sys.executable, "-m", "optima_pipelines.cli", "cabinets", "set-token", "revoked", "--token-env", "T"],
+                capture_output=True,
+                text=True,
+                env={**os.environ, **env, "T": sim.token("revoked")},
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stderr
+            assert get_cabinet(warehouse_conn, "revoked").status == "active"
+            wait_until(
+                lambda: any(s == "SUCCESS" for _, s, _ in runs_of(warehouse_conn, optima_env, "revoked")),
+                "a successful run of the cabinet with its new token",
+                dep,
+            )
+    assert outbox.get_request(warehouse_conn, bogus).status == "failed"
