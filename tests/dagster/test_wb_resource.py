@@ -84,3 +84,22 @@ def test_the_resource_reads_its_defaults_from_the_environment(monkeypatch, optim
     config = WbApi(warehouse=Warehouse(database_url=os.environ["OPTIMA_DATABASE_URL"])).config()
     assert config.url("statistics", "/ping") == "https://statistics-api.wildberries.ru/ping"
     assert config.time_scale == 1
+
+
+def test_a_token_lacking_a_category_fails_that_call_but_leaves_the_cabinet_active(
+    sim: Simulator, base_url: str, settings, warehouse_conn, dagster_instance
+):
+    """WB's 401 "scope not allowed" is about one category, not the token: other syncs still work,
+    so the cabinet is not set token_invalid (a revoked token would be, see the system test)."""
+    from optima_pipelines.cabinets import get_cabinet
+    from optima_pipelines.secrets import TokenCipher, load_key
+
+    add_cabinet(
+        warehouse_conn, TokenCipher(load_key(settings)), "shop-1", "Shop 1", sim.token("shop-1", categories=["advert"])
+    )
+    warehouse = Warehouse(database_url=EnvVar("OPTIMA_DATABASE_URL"))
+    resources = {"warehouse": warehouse, "wb": WbApi(base_url=base_url, time_scale=600, warehouse=warehouse)}
+    result = materialize([day_orders], resources=resources, instance=dagster_instance, raise_on_error=False)
+    assert not result.success
+    cabinet = get_cabinet(warehouse_conn, "shop-1")
+    assert (cabinet.status, cabinet.token_rejected_at) == ("active", None)
