@@ -16,6 +16,7 @@ waits for that retry instead of failing with the dead run.
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 import psycopg
 from dagster import (
@@ -113,6 +114,11 @@ def reconcile(instance: DagsterInstance, conn: psycopg.Connection, request: outb
     new status if it changed."""
     records = instance.get_run_records(RunsFilter(tags={TAG_REQUEST_ID: str(request.id)}), limit=1)
     if not records:
+        if request.status == "running" and datetime.now(UTC) - request.created_at > outbox.STALE_AFTER:
+            # Marked running by someone else (or with a run id that is no run): nothing will end it.
+            hours = outbox.STALE_AFTER.total_seconds() / 3600
+            outbox.mark_failed(conn, request.id, f"running for {hours:g} h with no run of it; create it again")
+            return "failed"
         return None
     run = records[0].dagster_run
     if retry_pending(instance, records[0]):

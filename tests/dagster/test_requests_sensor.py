@@ -101,3 +101,16 @@ def test_only_live_user_imports_of_the_known_kinds_hold_a_cabinet(warehouse_conn
     outbox.create_request(warehouse_conn, "import-user-feeds", "c5", {"dateFrom": "2026-11-01"})
     outbox.create_request(warehouse_conn, "import-user-report", "c6", {"path": "/x.xlsx"})
     assert outbox.live_user_import_cabinets(warehouse_conn) == {"c5", "c6"}
+
+
+def test_a_request_marked_running_without_a_run_fails_once_stale(warehouse_conn, dagster_instance):
+    """A backend that set status 'running' itself (or a run id that was never a run): no run will
+    ever finish it, so after requests.STALE_AFTER it fails with that reason instead of staying open."""
+    fresh = outbox.create_request(warehouse_conn, "import-user-feeds", "c1", {"dateFrom": "2026-11-01"})
+    old = outbox.create_request(warehouse_conn, "import-user-feeds", "c1", {"dateFrom": "2026-11-01"})
+    for request_id in (fresh, old):
+        outbox.mark_running(warehouse_conn, request_id, "not-a-run")
+    warehouse_conn.execute("UPDATE requests SET created_at = now() - interval '7 hours' WHERE id = %s", (old,))
+    assert status(warehouse_conn, dagster_instance, fresh) == ("running", "not-a-run")
+    assert status(warehouse_conn, dagster_instance, old) == ("failed", "not-a-run")
+    assert outbox.get_request(warehouse_conn, old).error.startswith("running for 6 h with no run of it")
