@@ -156,6 +156,11 @@ def _detail(response: httpx.Response) -> str:
     return str(body)[:300]
 
 
+#: The longest pause a 429 header can impose: a larger one (10^12 s, inf) would be a date no clock
+#: can hold; WB's own penalties are minutes to hours.
+MAX_PAUSE_SECONDS = 86400.0
+
+
 def _header_seconds(response: httpx.Response, name: str) -> float | None:
     raw = response.headers.get(name)
     if raw is None:
@@ -164,7 +169,7 @@ def _header_seconds(response: httpx.Response, name: str) -> float | None:
         value = float(raw)
     except ValueError:
         return None
-    return value if value >= 0 else None
+    return min(value, MAX_PAUSE_SECONDS) if value >= 0 else None  # NaN compares false: None
 
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
