@@ -129,6 +129,19 @@ def running_dev(
                 proc.wait()
 
 
+def wait_for(condition, what: str, *, timeout: float = 120, dep: RunningDeployment | None = None):  # type: ignore[no-untyped-def]
+    """Poll ``condition`` every second until it returns something truthy (returned); fail naming
+    ``what`` after ``timeout`` s, with the end of the deployment's log when ``dep`` is given."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(1)
+    log = f"\n{dep.log()[-3000:]}" if dep is not None else ""
+    raise AssertionError(f"{what} not within {timeout:.0f} s{log}")
+
+
 def only_automations(*running: str) -> dict[str, str]:
     """The environment that starts every sensor and schedule but these stopped (OPTIMA_AUTOMATIONS_STOPPED).
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from optima_pipelines import requests as outbox
 from optima_pipelines.cabinets import add_cabinet, get_cabinet
 from optima_pipelines.secrets import TokenCipher, load_key
-from tests.system.harness import only_automations, running_dev
+from tests.system.harness import only_automations, running_dev, wait_for
 from tests.wb_syncs import TIME_SCALE, simulator
 from wb_simulator import CabinetSpec, serve
 
@@ -31,16 +30,6 @@ def runs_of(conn, env: str, cabinet: str) -> list[tuple[str, str, float]]:  # ty
             WHERE r.pipeline_name = %s AND t.key = 'optima/cabinet' AND t.value = %s ORDER BY 3""",
         (JOB, cabinet),
     ).fetchall()
-
-
-def wait_until(condition, what: str, dep, timeout: float = 180):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"{what} not within {timeout} s\n{dep.log()[-3000:]}")
 
 
 def test_an_unknown_request_kind_fails_and_a_rejected_token_stops_its_cabinet_until_set_token(
@@ -63,29 +52,32 @@ def test_an_unknown_request_kind_fails_and_a_rejected_token_stops_its_cabinet_un
             **only_automations("requests_sensor", "digitization_increment_sensor"),
         }
         with running_dev(env, tmp_path) as dep:
-            request = wait_until(
+            request = wait_for(
                 lambda: (r := outbox.get_request(warehouse_conn, bogus)).status == "failed" and r,
                 "the unknown kind failed",
-                dep,
+                timeout=180,
+                dep=dep,
             )
             assert request.error.startswith("unknown request kind 'import-user-reports': expected one of ")
             assert "import-user-report," in request.error
-            cabinet = wait_until(
+            cabinet = wait_for(
                 lambda: (c := get_cabinet(warehouse_conn, "revoked")).status == "token_invalid" and c,
                 "the rejected cabinet marked token_invalid",
-                dep,
+                timeout=180,
+                dep=dep,
             )
             assert "401" in cabinet.token_rejected_reason and bad_token not in cabinet.token_rejected_reason
             marked = cabinet.token_rejected_at.timestamp()
 
             # Two more windows: "good" keeps syncing, "revoked" gets no new run (one tick of slack).
-            wait_until(
+            wait_for(
                 lambda: (
                     sum(created > marked + 15 for _, status, created in runs_of(warehouse_conn, optima_env, "good"))
                     >= 2
                 ),
                 "two more increment runs of the good cabinet",
-                dep,
+                timeout=180,
+                dep=dep,
             )
             revoked_runs = runs_of(warehouse_conn, optima_env, "revoked")
             assert [status for _, status, _ in revoked_runs] == ["FAILURE"]
@@ -102,9 +94,10 @@ def test_an_unknown_request_kind_fails_and_a_rejected_token_stops_its_cabinet_un
             )
             assert done.returncode == 0, done.stderr
             assert get_cabinet(warehouse_conn, "revoked").status == "active"
-            wait_until(
+            wait_for(
                 lambda: any(s == "SUCCESS" for _, s, _ in runs_of(warehouse_conn, optima_env, "revoked")),
                 "a successful run of the cabinet with its new token",
-                dep,
+                timeout=180,
+                dep=dep,
             )
     assert outbox.get_request(warehouse_conn, bogus).status == "failed"

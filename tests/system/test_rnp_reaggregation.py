@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import date
 
 import pytest
@@ -19,19 +18,9 @@ from tests.rnp_feeds import (
     report_feed_event,
     rnp_rows,
 )
-from tests.system.harness import only_automations, running_dev
+from tests.system.harness import only_automations, running_dev, wait_for
 
 pytestmark = pytest.mark.system
-
-
-def wait_for(condition, what: str, timeout: float = 120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def reaggregate_runs(instance):

@@ -23,7 +23,7 @@ from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import ensure_schemas, upgrade
 from optima_pipelines.secrets import TokenCipher
 from optima_pipelines.timeutil import today_moscow
-from tests.system.harness import only_automations, running_dev
+from tests.system.harness import only_automations, running_dev, wait_for
 
 pytestmark = pytest.mark.system
 
@@ -131,18 +131,6 @@ def asset_node(dep, key: str) -> dict:
     return dep.graphql(PARTITIONS, {"key": {"path": [key]}})["assetNodeOrError"]
 
 
-def wait_for(condition, timeout: float, what: str, dep):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"{what} not within {timeout:.0f}s\n{dep.log()[-3000:]}")
-
-
 def scrape(dep) -> dict[str, float]:
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -192,9 +180,9 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(deployment):
     # The cabinet sensor puts the cabinet into the partition dimension within a tick or two.
     wait_for(
         lambda: any(CABINET in d["partitionKeys"] for d in asset_node(deployment, target)["partitionKeysByDimension"]),
-        120,
         f"cabinet {CABINET} as a partition of {target}",
-        deployment,
+        timeout=120,
+        dep=deployment,
     )
     before = scrape(deployment)
 
@@ -270,9 +258,9 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(deployment):
                     ),
                     None,
                 ),
-                300,
                 "the backfill to finish",
-                deployment,
+                timeout=300,
+                dep=deployment,
             )
             assert backfill["status"] in ("COMPLETED", "COMPLETED_SUCCESS"), backfill
             assert backfill["numPartitions"] == 3
@@ -291,9 +279,9 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(deployment):
     assert [r["status"] for r in backfill["runs"]] == ["SUCCESS"]
     after = wait_for(
         lambda: (f := scrape(deployment)) and finished_runs(f) >= finished_runs(before) + 1 and f,
-        60,
         "the backfill's run among the finished runs in /metrics",
-        deployment,
+        timeout=60,
+        dep=deployment,
     )
     assert finished_runs(after) == finished_runs(before) + 1
     assert after["optima_metrics_up[]"] == 1
