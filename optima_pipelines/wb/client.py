@@ -2,9 +2,10 @@
 
 Paging rules, by how WB bounds a response:
 - a soft cap WB chooses (statistics' ~80k rows): page until WB answers ``[]``;
-- a ``limit`` the request sets (finance, prices, funnel, stocks, feedbacks, news): a page shorter
-  than the limit is the last one, which saves a request on the strictest limits (finance allows one
-  a minute);
+- the finance report: WB's documented contract is "request the next page until 204", and a page
+  shorter than the limit need not be the last: page until 204 (or ``[]``);
+- a ``limit`` the request sets (prices, funnel, stocks, feedbacks, news): a page shorter than the
+  limit is the last one;
 - a cursor (content cards): until WB's ``cursor.total`` falls below the limit.
 
 Iterators yield one list per WB page, so a caller can store each page before the next request; if
@@ -212,8 +213,9 @@ class WbClient:
         self, date_from: date, date_to: date, *, period: str = "daily", limit: int = 100_000, after_rrd_id: int = 0
     ) -> Iterator[list[m.ReportLine]]:
         """Realization report lines of ``[date_from, date_to]``, page by page along WB's rrdId
-        cursor, until WB answers 204 (or ``[]``, or a short page). ``after_rrd_id`` resumes after
-        the last line of a page already stored."""
+        cursor, until WB answers 204 (or ``[]``): a page shorter than ``limit`` is not the end.
+        Every report that completes ends with that one request which yields nothing.
+        ``after_rrd_id`` resumes after the last line of a page already stored."""
         if period not in ("daily", "weekly"):
             raise self._refuse(REPORT, f"period must be daily or weekly, got {period!r}")
         if not 1 <= limit <= 100_000:
@@ -235,8 +237,6 @@ class WbClient:
                 raise self._t.fail(REPORT, f"rrdId did not advance ({last} after {rrd_id})", "rrdId")
             rrd_id = last
             yield rows
-            if len(rows) < limit:
-                return
 
     # --- advertising -----------------------------------------------------------------------------
 
