@@ -25,6 +25,7 @@ import psycopg
 
 from optima_pipelines.load import MergeResult, merge_rows
 from optima_pipelines.ops.records import record_feed_sync
+from optima_pipelines.sync.runs import Connect, page_connection
 from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
 from optima_pipelines.timeutil import MOSCOW, now_moscow
 from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
@@ -35,8 +36,6 @@ INCREMENT_OVERLAP = timedelta(hours=1)
 QUEUE = "digitization-sync"
 #: WB keeps statistics rows for 90 days from the order.
 WB_HORIZON_DAYS = 90
-
-Connect = Callable[[], psycopg.Connection]
 
 
 @dataclass(frozen=True)
@@ -118,7 +117,7 @@ def load_feed(
     run = FeedRun(feed)
     started = now_moscow()
     state_feed = cursor_feed or feed.name
-    with connect() as conn:
+    with page_connection(connect) as conn:
         try:
             for page in feed.fetch(client, date_from, flag):
                 run.pages += 1
@@ -145,7 +144,6 @@ def load_feed(
                 _record(conn, run, cabinet_id, run_id, trigger, started, "skipped")
             return run
         except Exception as exc:
-            conn.rollback()
             with conn.transaction():
                 _record(
                     conn, run, cabinet_id, run_id, trigger, started, "failure", error=f"{exc.__class__.__name__}: {exc}"
