@@ -25,7 +25,7 @@ import psycopg
 
 from optima_pipelines.load import MergeResult, merge_rows
 from optima_pipelines.ops.records import record_feed_sync
-from optima_pipelines.sync.runs import Connect, page_connection
+from optima_pipelines.sync.runs import Connect, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
 from optima_pipelines.timeutil import MOSCOW, now_moscow
 from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
@@ -76,6 +76,10 @@ class FeedRun:
     cursor: datetime | None = None
     deferred_until: datetime | None = None
     deferred_reason: str | None = None
+    #: Orders only: an order's day -> the days that report lines of the orders written there leave
+    #: (they were placed on their own day, or on the order's former day). The РНП's finance rollup
+    #: of both must be recomputed: reported as ``finance_days``.
+    finance_days: dict[date, set[date]] = field(default_factory=dict)
 
     @property
     def changed_days(self) -> set[date]:
@@ -124,6 +128,8 @@ def load_feed(
                 run.rows_fetched += len(page)
                 rows = feed.to_rows(page, cabinet_id, only_day)
                 with conn.transaction():
+                    if feed is ORDERS:
+                        _note_moved_lines(conn, run, cabinet_id, rows)
                     run.merge += merge_rows(conn, feed.table, feed.columns, feed.key, rows, run_id=run_id)
                     if page:
                         newest = max(r.last_change_date for r in page)
@@ -154,6 +160,19 @@ def load_feed(
                 mark_success(conn, cabinet_id, cursor_feed, run_id)
             _record(conn, run, cabinet_id, run_id, trigger, started, "success")
     return run
+
+
+def _note_moved_lines(conn: psycopg.Connection, run: FeedRun, cabinet_id: str, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Before an orders page is merged: which report lines it moves to its orders' days, from where."""
+    if not rows:
+        return
+    srid, day = ORDERS.columns.index("srid"), ORDERS.columns.index("day")
+    moved = conn.execute(
+        sql_file("orders_moved_lines"),
+        {"cabinet_id": cabinet_id, "srids": [r[srid] for r in rows], "days": [r[day] for r in rows]},
+    ).fetchall()
+    for order_day, left_day in moved:
+        run.finance_days.setdefault(order_day, set()).add(left_day)
 
 
 class _Yield(Exception):
