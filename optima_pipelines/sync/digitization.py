@@ -25,7 +25,7 @@ import psycopg
 
 from optima_pipelines.load import MergeResult, merge_rows
 from optima_pipelines.ops.records import record_feed_sync
-from optima_pipelines.sync.runs import Connect, page_connection, sql_file
+from optima_pipelines.sync.runs import Connect, note_stored, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
 from optima_pipelines.timeutil import MOSCOW, now_moscow
 from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
@@ -150,6 +150,7 @@ def load_feed(
                 _record(conn, run, cabinet_id, run_id, trigger, started, "skipped")
             return run
         except Exception as exc:
+            note_stored(exc, run)
             with conn.transaction():
                 _record(
                     conn, run, cabinet_id, run_id, trigger, started, "failure", error=f"{exc.__class__.__name__}: {exc}"

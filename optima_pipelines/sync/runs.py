@@ -55,6 +55,22 @@ def page_connection(connect: Connect) -> Iterator[psycopg.Connection]:
         yield conn
 
 
+#: The attribute of an exception that carries what the pages committed before it changed.
+_STORED = "optima_stored_runs"
+
+
+def note_stored(exc: BaseException, *runs: Any) -> None:
+    """A load failed after some of its pages committed: attach its runs (SyncRun, FeedRun) to the
+    exception, so that the job still reports the days those pages changed before it fails (the
+    next run resumes after them and would never report them)."""
+    setattr(exc, _STORED, [*stored_runs(exc), *runs])
+
+
+def stored_runs(exc: BaseException) -> list[Any]:
+    """The runs ``note_stored`` attached to ``exc`` (none: nothing was committed, or no load ran)."""
+    return list(getattr(exc, _STORED, []))
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
