@@ -15,12 +15,11 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.load import MergeResult
 from optima_pipelines.ops.records import record_feed_sync
@@ -32,13 +31,8 @@ Connect = Callable[[], psycopg.Connection]
 #: Triggers as materialization metadata and /metrics know them (docs/ARCHITECTURE.md).
 TRIGGERS = ("scheduled", "user_import", "backfill", "manual")
 
-_SQL_DIR = Path(__file__).resolve().parent / "sql"
-
-
-@cache
-def sql_file(name: str) -> str:
-    """The text of ``sync/sql/<name>.sql`` (packaged by setup.py's ``**/*.sql``)."""
-    return (_SQL_DIR / f"{name}.sql").read_text()
+#: The text of ``sync/sql/<name>.sql``.
+sql_file = SqlFiles(__file__)
 
 
 @contextmanager
