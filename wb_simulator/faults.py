@@ -17,11 +17,14 @@ Kinds, checked in this order on each matching request (the first that fires wins
   (numbers as strings, strings as numbers);
 - ``lost_reply``: the method runs (WB acts on it), then the answer is replaced by a 5xx, as when
   WB's gateway loses the reply of a write that was applied;
+- ``envelope_error``: a 200 with WB's envelope saying the method failed, ``{"data": null,
+  "error": true, "errorText": ENVELOPE_ERROR_TEXT}``; the method does not run;
 - ``latency_s``: added before the answer, for every matching request, or only for a
   ``latency_spike_rate`` fraction of them.
 
 The body kinds take ``True`` (every matching request) or a rate between 0 and 1. ``times`` bounds
-how many faults the rule injects in total (latency not counted); None means no bound.
+how many faults the rule injects in total (latency not counted); None means no bound. ``after``
+lets the first N matching requests through untouched (page 1 succeeds, page 2 fails: ``after=1``).
 """
 
 from __future__ import annotations
@@ -46,8 +49,12 @@ class FaultRule:
     wrong_types: float = 0.0
     empty_204: float = 0.0
     lost_reply: float = 0.0
+    envelope_error: float = 0.0
     times: int | None = None
+    after: int = 0
     fired: int = 0
+    #: Matching requests seen so far (``after`` lets the first ones through).
+    seen: int = 0
     rng: random.Random = field(default_factory=random.Random, repr=False)
 
     def matches(self, method: str, target: str) -> bool:
@@ -68,7 +75,18 @@ class Fault:
     latency_s: float = 0.0
 
 
-_KINDS = ("error_rate", "rate_429", "empty_204", "truncate", "malformed", "wrong_types", "lost_reply")
+_KINDS = (
+    "error_rate",
+    "rate_429",
+    "empty_204",
+    "truncate",
+    "malformed",
+    "wrong_types",
+    "lost_reply",
+    "envelope_error",
+)
+#: The ``errorText`` of an injected ``envelope_error``.
+ENVELOPE_ERROR_TEXT = "Внутренняя ошибка: задача не найдена"
 
 
 def _rate(value: Any, name: str) -> float:
@@ -104,13 +122,17 @@ class Faults:
         wrong_types: bool | float = False,
         empty_204: bool | float = False,
         lost_reply: bool | float = False,
+        envelope_error: bool | float = False,
         times: int | None = None,
+        after: int = 0,
     ) -> FaultRule:
         """Add a rule (rules added later are checked first); returns it (``rule.fired`` counts its faults)."""
         if latency_s < 0:
             raise ValueError(f"latency_s must not be negative, got {latency_s!r}")
         if times is not None and times < 0:
             raise ValueError(f"times must be None or at least 0, got {times!r}")
+        if after < 0:
+            raise ValueError(f"after must be at least 0, got {after!r}")
         with self._lock:
             self._count += 1
             rule = FaultRule(
@@ -126,7 +148,9 @@ class Faults:
                 wrong_types=_rate(wrong_types, "wrong_types"),
                 empty_204=_rate(empty_204, "empty_204"),
                 lost_reply=_rate(lost_reply, "lost_reply"),
+                envelope_error=_rate(envelope_error, "envelope_error"),
                 times=times,
+                after=after,
                 rng=random.Random(zlib.crc32(f"{self._seed}:fault:{self._count}".encode())),
             )
             self._rules.insert(0, rule)
@@ -152,6 +176,9 @@ class Faults:
                     spike = rule.latency_spike_rate
                     if spike is None or rule.rng.random() < spike:
                         latency = rule.latency_s
+                rule.seen += 1
+                if rule.seen <= rule.after:
+                    continue
                 if rule.times is not None and rule.fired >= rule.times:
                     continue
                 draw = rule.rng.random()

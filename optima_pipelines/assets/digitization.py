@@ -50,16 +50,20 @@ from optima_pipelines.retries import (
 )
 from optima_pipelines.runconfig import op_name
 from optima_pipelines.sync import digitization as dg
+from optima_pipelines.sync.runs import stored_runs
 from optima_pipelines.timeutil import today_moscow
 
 QUEUE = dg.QUEUE
 
 
 def _day_metadata(run: dg.FeedRun, day: date) -> dict[str, Any]:
-    return {
+    meta: dict[str, Any] = {
         "rows_inserted": run.merge.inserted_by_day.get(day, 0),
         "rows_updated": run.merge.updated_by_day.get(day, 0),
     }
+    if day in run.finance_days:  # report lines these orders move here leave these days
+        meta["finance_days"] = MetadataValue.json(sorted(d.isoformat() for d in run.finance_days[day]))
+    return meta
 
 
 def _feed_asset(feed: dg.Feed, description: str):
@@ -87,6 +91,8 @@ def _feed_asset(feed: dg.Feed, description: str):
                 run_id=context.run_id,
             )
         except Exception as exc:
+            # A range fetch that failed after some pages: report the days they changed.
+            _record_changes(context, cabinet_id, stored_runs(exc), trigger="backfill", whole_period=[], request_id=None)
             fail_on_permanent(exc, f"{feed.asset} {cabinet_id}|{day}")
             raise
         if run.deferred_until is not None:
@@ -145,7 +151,7 @@ class FeedSyncConfig(Config):
 
 
 def _record_changes(
-    context: OpExecutionContext,
+    context: OpExecutionContext | AssetExecutionContext,
     cabinet_id: str,
     runs: list[dg.FeedRun],
     *,
@@ -188,29 +194,38 @@ def _sync(
     # Imports are a person waiting: wait out WB's per-minute statistics limit between pages.
     max_wait = INTERACTIVE_MAX_WAIT_SECONDS if mode == "import" else None
     with wb.client(cabinet_id, max_wait_seconds=max_wait) as client:
-        for feed in (dg.ORDERS, dg.SALES):
-            if mode == "increment":
-                start: datetime | date = dg.increment_start(warehouse.connect, feed, cabinet_id)
-                cursor_feed: str | None = feed.name
-            else:
-                first = _window_first_day(config, today)
-                start, cursor_feed = dg.window_start(first), None
-                if mode == "import":
-                    whole_period = [first + timedelta(days=i) for i in range((today - first).days + 1)]
-            run = dg.load_feed(
-                warehouse.connect,
-                client,
-                feed,
-                cabinet_id,
-                start,
-                flag=0,
-                run_id=context.run_id,
-                trigger=trigger,
-                cursor_feed=cursor_feed,
-                should_yield=None if mode == "import" else _user_run_waiting(context.instance, cabinet_id),
+        try:
+            for feed in (dg.ORDERS, dg.SALES):
+                if mode == "increment":
+                    start: datetime | date = dg.increment_start(warehouse.connect, feed, cabinet_id)
+                    cursor_feed: str | None = feed.name
+                else:
+                    first = _window_first_day(config, today)
+                    start, cursor_feed = dg.window_start(first), None
+                    if mode == "import":
+                        whole_period = [first + timedelta(days=i) for i in range((today - first).days + 1)]
+                run = dg.load_feed(
+                    warehouse.connect,
+                    client,
+                    feed,
+                    cabinet_id,
+                    start,
+                    flag=0,
+                    run_id=context.run_id,
+                    trigger=trigger,
+                    cursor_feed=cursor_feed,
+                    should_yield=None if mode == "import" else _user_run_waiting(context.instance, cabinet_id),
+                )
+                runs.append(run)
+                context.log.info(f"{feed.name} of {cabinet_id} from {start}: {run.summary()}")
+        except Exception as exc:
+            # Pages committed before the failure stay (the next run resumes after them): report the
+            # days they changed, with the feeds loaded before, so that the РНП is recomputed there.
+            changed = [*runs, *stored_runs(exc)]
+            _record_changes(
+                context, cabinet_id, changed, trigger=trigger, whole_period=[], request_id=config.request_id
             )
-            runs.append(run)
-            context.log.info(f"{feed.name} of {cabinet_id} from {start}: {run.summary()}")
+            raise
     _record_changes(context, cabinet_id, runs, trigger=trigger, whole_period=whole_period, request_id=config.request_id)
     result = {run.feed.name: run.summary() for run in runs}
     deferred = [r for r in runs if r.deferred_until is not None]

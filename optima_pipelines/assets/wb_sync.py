@@ -47,7 +47,7 @@ from optima_pipelines.retries import (
 )
 from optima_pipelines.runconfig import op_name
 from optima_pipelines.settings import load_settings
-from optima_pipelines.sync.runs import SyncRun, record_failure
+from optima_pipelines.sync.runs import SyncRun, record_failure, stored_runs
 from optima_pipelines.sync.state import mark_deferred
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import WbClient, WbDeferred
@@ -262,6 +262,10 @@ def run_cabinet_sync(
             return
         raise Failure(description=f"{spec.name} of cabinet {cabinet_id}: {deferred}", allow_retries=False) from None
     except Exception as exc:
+        # Pages committed before the failure stay: report the days they changed (the retry, or the
+        # next run, resumes after them).
+        stored = [r for r in stored_runs(exc) if r.feed not in spec.cabinet_partitioned]
+        emit_days(context, stored, trigger=trigger, request_id=config.request_id)
         will_retry = is_transient(exc) and context.retry_number < (spec.retry.max_retries or 0)
         if not will_retry:
             failed = [SyncRun(spec.queue, f, cabinet_id, context.run_id, trigger) for f in spec.feeds]

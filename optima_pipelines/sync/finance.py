@@ -40,7 +40,7 @@ from psycopg import sql
 
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import MergeResult, merge_rows
-from optima_pipelines.sync.runs import Connect, SyncRun, finish, sql_file
+from optima_pipelines.sync.runs import Connect, SyncRun, finish, note_stored, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import MOSCOW, as_moscow, today_moscow
 from optima_pipelines.wb import ReportLine, WbClient, WbDeferred
@@ -97,7 +97,7 @@ def load_report(
     run = SyncRun(QUEUE, FEED, cabinet_id, run_id, trigger)
     window = {"date_from": date_from.isoformat(), "date_to": date_to.isoformat()}
     after = 0
-    with connect() as conn:
+    with page_connection(connect) as conn:
         if state_feed is not None:
             cursor = get_state(conn, cabinet_id, state_feed).cursor or {}
             if not cursor.get("complete", True) and all(cursor.get(k) == v for k, v in window.items()):
@@ -111,9 +111,13 @@ def load_report(
                     if state_feed is not None:
                         cursor = {**window, "after_rrd_id": page[-1].rrd_id, "complete": False}
                         save_cursor(conn, cabinet_id, state_feed, cursor, run_id)
+            run.requests += 1  # the 204 that ended the report
         except WbDeferred as deferred:
             finish(conn, [run], state_feed=state_feed, deferred=deferred)
             return run
+        except Exception as exc:
+            note_stored(exc, run)
+            raise
         with conn.transaction():
             if state_feed is not None:
                 save_cursor(conn, cabinet_id, state_feed, {**window, "after_rrd_id": 0, "complete": True}, run_id)

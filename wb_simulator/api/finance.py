@@ -1,7 +1,8 @@
 """finance-api: the realization report detail, ``POST /api/finance/v1/sales-reports/detailed``.
 
 Body ``{dateFrom, dateTo, limit ≤ 100000, rrdId, period daily|weekly, fields?}``: lines with rrDate in
-[dateFrom, dateTo] and rrdId > the given one, in rrdId order; 204 when there are none. (The v5
+[dateFrom, dateTo] and rrdId > the given one, in rrdId order (at most ``limit``, and at most
+``sim.finance_page_cap`` when set); 204 when there are none. (The v5
 ``reportDetailByPeriod`` of statistics-api is switched off: it is not routed and answers 404.)
 """
 
@@ -50,7 +51,8 @@ def detailed(req: Request) -> Response:
     if fields is not None and (not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)):
         return _bad(req, "fields must be an array of field names")
     ledger = req.sim.ledgers[req.cabinet.id]
-    lines = ledger.select(day_number(start), day_number(end), rrd_id, limit, req.t, period)
+    page = min(limit, req.sim.finance_page_cap or limit)
+    lines = ledger.select(day_number(start), day_number(end), rrd_id, page, req.t, period)
     if not lines:
         return Response(204)
     out: list[dict[str, Any]] = [ledger.render(line, period) for line in lines]
