@@ -160,6 +160,15 @@ def test_merge_puts_every_domain_side_by_side(warehouse, feeds):
     assert rows[0]["storage"] == Decimal("12647.29")
 
 
+def test_drr_of_orders_is_zero_without_ad_spend_and_unknown_without_orders(warehouse, feeds):
+    add_order(feeds, C, "o6", D, 104, "300.00")  # ordered, never advertised that day
+    recompute_all(warehouse, [(C, D)])
+    rows = rnp_rows(feeds, "rnp_daily", C, D)
+    assert (rows[104]["orders_sum"], rows[104]["ad_spend"]) == (Decimal("300.00"), 0)
+    assert rows[104]["drr_of_orders_sum_percent"] == 0
+    assert rows[555]["drr_of_orders_sum_percent"] is None  # ads but no orders: no ДРР to speak of
+
+
 def test_recompute_is_idempotent_and_touches_only_changed_rows(warehouse, feeds):
     recompute_all(warehouse, [(C, D)])
     first = rnp_rows(feeds, "rnp_daily", C, D)
