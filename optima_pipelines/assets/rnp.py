@@ -55,7 +55,8 @@ TABLES = (*ROLLUPS, MART)
 
 SQL_DIR = Path(__file__).parent / "sql"
 #: Partitions (cabinet-days) replaced per transaction: bounds the lock time and the transaction's size
-#: when one run covers months of a cabinet or a day of many cabinets.
+#: when one run covers months of a cabinet or a day of many cabinets. A quarter, so that a 90-day
+#: import (and the nightly 90-day self-heal of a cabinet) reads each feed once, not once per chunk.
 PARTITIONS_PER_TRANSACTION = 92
 #: The feed tables each statement reads (the rollups it reads are written just before, by the run).
 INPUTS: dict[str, tuple[str, ...]] = {
