@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 import time
 from datetime import timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,40 @@ def last_storage_id(stack: harness.Stack) -> int:
     return records[0].storage_id if records else 0
 
 
+#: Where a request's time goes, in the order it passes: the two sensors' ticks, each run's wait in
+#: the queue plus its worker's start (a new process importing Dagster and our definitions), and the
+#: runs' own work.
+STAGES = (
+    "request → import run created (requests sensor tick)",
+    "import run queued and started",
+    "import run's work",
+    "import run's end → re-aggregation run created (re-aggregation sensor tick)",
+    "re-aggregation run queued and started",
+    "re-aggregation run's work, to the last rnp_daily day",
+)
+
+
+def breakdown(stack: harness.Stack, started: float, import_run: str, records: list[Any]) -> list[float]:
+    """Seconds spent in each of STAGES (the re-aggregation: the run that wrote the last day)."""
+    from dagster import RunsFilter
+
+    last = max(records, key=lambda r: r.timestamp)
+    runs = {
+        r.dagster_run.run_id: r for r in stack.instance.get_run_records(RunsFilter(run_ids=[import_run, last.run_id]))
+    }
+    imp, rnp = runs[import_run], runs[last.run_id]
+    points = [
+        started,
+        imp.create_timestamp.timestamp(),
+        imp.start_time or 0.0,
+        imp.end_time or 0.0,
+        rnp.create_timestamp.timestamp(),
+        rnp.start_time or 0.0,
+        last.timestamp,
+    ]
+    return [b - a for a, b in pairwise(points)]
+
+
 def run_seconds(stack: harness.Stack, run_ids: set[str]) -> float:
     from dagster import RunsFilter
 
@@ -89,7 +124,7 @@ def run(bench: Bench, opts: Any) -> None:
     with bench.environment("fresh") as env, harness.deployment(env, cabinets=specs) as stack:
         harness.say(f"  waiting for the first increment of {len(cabinets)} cabinets and its re-aggregation...")
         harness.wait_for(lambda: settled(stack, cabinets), "the deployment to settle", 600, poll=2)
-        ends, works = [], []
+        ends, works, stages = [], [], []
         for cabinet in cabinets:
             today = today_moscow()
             first = today - timedelta(days=opts.days - 1)
@@ -109,9 +144,19 @@ def run(bench: Bench, opts: Any) -> None:
             if request.status != "succeeded" or request.run_id is None:
                 raise RuntimeError(f"request {request_id} ended {request.status}: {request.error}")
             work = run_seconds(stack, {request.run_id} | {r.run_id for r in records})
-            harness.say(f"  {cabinet}: request → rnp_daily {latency:.1f} s (runs' own time {work:.1f} s)")
+            parts = breakdown(stack, started, request.run_id, records)
+            harness.say(
+                f"  {cabinet}: request → rnp_daily {latency:.1f} s (runs' own time {work:.1f} s): "
+                + ", ".join(f"{p:.1f}" for p in parts)
+                + f" s (load average {harness.load_average()})"
+            )
             ends.append(latency)
             works.append(work)
+            stages.append(parts)
+
+    harness.say("  where the time goes, p50 over the requests:")
+    for i, stage in enumerate(STAGES):
+        harness.say(f"    {harness.quantile([s[i] for s in stages], 0.5):6.1f} s  {stage}")
 
     for q, label in ((0.5, "p50"), (0.95, "p95")):
         bench.figure(

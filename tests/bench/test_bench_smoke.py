@@ -48,8 +48,22 @@ def test_ingest_refuses_figures_when_the_loaded_table_differs_from_the_raw_copy(
 
 def test_rnp_recompute_reports_sql_against_pandas_and_one_changed_day() -> None:
     bench = run_one(rnp_recompute, days=3, products=20)
-    assert [f.baseline_name for f in bench.figures] == ["pandas", "pandas", "pandas, same day"]
+    assert [f.baseline_name for f in bench.figures] == ["pandas, rnp_daily only", "pandas", "pandas, same day"]
     assert all(f.value > 0 and f.baseline for f in bench.figures)
+
+
+def test_rnp_recompute_refuses_figures_when_one_cell_differs_from_pandas(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    real = rnp_recompute.pandas_rollup
+
+    def one_kopeck_off(conn, first, last):  # type: ignore[no-untyped-def]
+        mart, timings = real(conn, first, last)
+        mart.loc[0, "payout"] += 1  # kopecks
+        return mart, timings
+
+    monkeypatch.setattr(rnp_recompute, "pandas_rollup", one_kopeck_off)
+    with pytest.raises(SystemExit, match="disagree in 1 columns"):
+        run_one(rnp_recompute, days=3, products=20)
+    assert "MISMATCH payout: 1 rows" in capsys.readouterr().err
 
 
 def test_definitions_scale_ticks_every_registered_sensor_and_schedule() -> None:

@@ -21,25 +21,21 @@
 --   finance_lines     number of report lines attributed to the row
 -- Missing amounts (NULL) count as 0.
 --
--- Parameters: as in rnp_sales.sql.
-WITH keys AS (
-    SELECT *
-    FROM unnest(%(cabinets)s::text[], %(days)s::date[], %(covered)s::boolean[]) AS k (cabinet_id, day, covered)
-),
+-- The form of this file: see rnp_sales.sql.
 lines AS (
     -- Lines whose source order is known: found through the orders of the requested days.
-    SELECT k.cabinet_id, k.day, l.nm_id, l.doc_type_name, l.retail_amount, l.for_pay, l.vw, l.vw_nds,
+    SELECT o.cabinet_id, o.day, l.nm_id, l.doc_type_name, l.retail_amount, l.for_pay, l.vw, l.vw_nds,
            l.acquiring_fee, l.delivery_service, l.paid_storage, l.paid_acceptance, l.penalty, l.deduction
-    FROM keys k
-    JOIN wb_orders o ON o.cabinet_id = k.cabinet_id AND o.day = k.day
+    FROM wb_orders o
     JOIN wb_report_lines l ON l.cabinet_id = o.cabinet_id AND l.srid = o.srid
+    WHERE o.cabinet_id = ANY(%(cabinet_ids)s) AND o.day BETWEEN %(first)s AND %(last)s
     UNION ALL
     -- Lines with no known source order: their own day.
-    SELECT k.cabinet_id, k.day, l.nm_id, l.doc_type_name, l.retail_amount, l.for_pay, l.vw, l.vw_nds,
+    SELECT l.cabinet_id, l.day, l.nm_id, l.doc_type_name, l.retail_amount, l.for_pay, l.vw, l.vw_nds,
            l.acquiring_fee, l.delivery_service, l.paid_storage, l.paid_acceptance, l.penalty, l.deduction
-    FROM keys k
-    JOIN wb_report_lines l ON l.cabinet_id = k.cabinet_id AND l.day = k.day
-    WHERE NOT EXISTS (SELECT 1 FROM wb_orders o WHERE o.cabinet_id = l.cabinet_id AND o.srid = l.srid)
+    FROM wb_report_lines l
+    WHERE l.cabinet_id = ANY(%(cabinet_ids)s) AND l.day BETWEEN %(first)s AND %(last)s
+      AND NOT EXISTS (SELECT 1 FROM wb_orders o WHERE o.cabinet_id = l.cabinet_id AND o.srid = l.srid)
 ),
 signed AS (
     SELECT *, CASE WHEN doc_type_name = 'Возврат' THEN -1 ELSE 1 END AS sign
@@ -59,42 +55,4 @@ computed AS (
            count(*) AS finance_lines
     FROM signed
     GROUP BY cabinet_id, day, coalesce(nm_id, 0)
-),
-written AS (
-    -- Rows whose values changed (or are new); the others are left alone (no new row version).
-    INSERT INTO rnp_finance AS t (
-        cabinet_id, day, nm_id, realization, payout, commission, acquiring, logistics, storage, acceptance,
-        penalties, other_deductions, finance_lines
-    )
-    SELECT
-        c.cabinet_id, c.day, c.nm_id, c.realization, c.payout, c.commission, c.acquiring, c.logistics,
-        c.storage, c.acceptance, c.penalties, c.other_deductions, c.finance_lines
-    FROM computed c JOIN keys k USING (cabinet_id, day)
-    WHERE k.covered
-    ON CONFLICT (cabinet_id, day, nm_id) DO UPDATE SET
-        realization = EXCLUDED.realization, payout = EXCLUDED.payout, commission = EXCLUDED.commission,
-        acquiring = EXCLUDED.acquiring, logistics = EXCLUDED.logistics, storage = EXCLUDED.storage,
-        acceptance = EXCLUDED.acceptance, penalties = EXCLUDED.penalties,
-        other_deductions = EXCLUDED.other_deductions, finance_lines = EXCLUDED.finance_lines, updated_at = now()
-    WHERE (
-        t.realization, t.payout, t.commission, t.acquiring, t.logistics, t.storage, t.acceptance, t.penalties,
-        t.other_deductions, t.finance_lines
-    ) IS DISTINCT FROM (
-        EXCLUDED.realization, EXCLUDED.payout, EXCLUDED.commission, EXCLUDED.acquiring, EXCLUDED.logistics,
-        EXCLUDED.storage, EXCLUDED.acceptance, EXCLUDED.penalties, EXCLUDED.other_deductions,
-        EXCLUDED.finance_lines
-    )
-    RETURNING 1
-),
-removed AS (
-    -- Rows of the requested partitions that no longer exist upstream.
-    DELETE FROM rnp_finance AS t
-    USING keys k
-    WHERE t.cabinet_id = k.cabinet_id AND t.day = k.day
-      AND NOT EXISTS (SELECT 1 FROM computed c WHERE (c.cabinet_id, c.day, c.nm_id) = (t.cabinet_id, t.day, t.nm_id))
-    RETURNING 1
 )
-SELECT (SELECT count(*) FROM computed c JOIN keys k USING (cabinet_id, day) WHERE k.covered) AS rows_kept,
-       (SELECT count(*) FROM written) AS rows_changed,
-       (SELECT count(*) FROM removed) AS rows_removed,
-       (SELECT count(*) FROM computed c JOIN keys k USING (cabinet_id, day) WHERE NOT k.covered) AS rows_dropped

@@ -17,13 +17,12 @@
 --   avg_order_price      orders_sum / orders_count, rounded to the kopeck
 --   avg_spp_percent      mean of wb_orders.spp over the day's orders that carry it, 2 decimals
 --
--- Parameters: the (cabinet, day) pairs to compute, and per pair whether rnp_sales has a partition
--- for the day. The statement makes the pairs' rows equal to what it computes, touching only rows
--- that change; rows of uncovered days are counted (rows_dropped), never written.
-WITH keys AS (
-    SELECT *
-    FROM unnest(%(cabinets)s::text[], %(days)s::date[], %(covered)s::boolean[]) AS k (cabinet_id, day, covered)
-),
+-- The form of this file (the same in rnp_ads, rnp_finance and rnp_daily): common table expressions
+-- that end in `computed`, the table's rows for the run's cabinets (%(cabinet_ids)s) and days
+-- %(first)s..%(last)s. The recompute (assets/rnp.py) puts them before the write it shares with the
+-- other three tables, which keeps the rows of the run's (cabinet, day) pairs and makes the table's
+-- rows equal to them, touching only rows that change. Feeds are read by cabinet and day range, not
+-- joined pair by pair, so that the planner's row estimates (and its choice of joins) are right.
 orders AS (
     SELECT o.cabinet_id, o.day, o.nm_id,
            count(*) AS orders_count,
@@ -31,8 +30,8 @@ orders AS (
            count(*) FILTER (WHERE o.is_cancel) AS cancellations_count,
            coalesce(sum(o.price_with_disc) FILTER (WHERE o.is_cancel), 0) AS cancellations_sum,
            avg(o.spp) AS avg_spp
-    FROM keys k
-    JOIN wb_orders o ON o.cabinet_id = k.cabinet_id AND o.day = k.day
+    FROM wb_orders o
+    WHERE o.cabinet_id = ANY(%(cabinet_ids)s) AND o.day BETWEEN %(first)s AND %(last)s
     GROUP BY o.cabinet_id, o.day, o.nm_id
 ),
 sales AS (
@@ -41,8 +40,8 @@ sales AS (
            coalesce(sum(s.price_with_disc) FILTER (WHERE NOT s.is_return), 0) AS buyouts_sum,
            count(*) FILTER (WHERE s.is_return) AS returns_count,
            coalesce(sum(abs(s.price_with_disc)) FILTER (WHERE s.is_return), 0) AS returns_sum
-    FROM keys k
-    JOIN wb_sales s ON s.cabinet_id = k.cabinet_id AND s.day = k.day
+    FROM wb_sales s
+    WHERE s.cabinet_id = ANY(%(cabinet_ids)s) AND s.day BETWEEN %(first)s AND %(last)s
     GROUP BY s.cabinet_id, s.day, s.nm_id
 ),
 computed AS (
@@ -58,44 +57,4 @@ computed AS (
            round(orders_sum / nullif(orders_count, 0), 2) AS avg_order_price,
            round(avg_spp, 2) AS avg_spp_percent
     FROM orders FULL JOIN sales USING (cabinet_id, day, nm_id)
-),
-written AS (
-    -- Rows whose values changed (or are new); the others are left alone (no new row version).
-    INSERT INTO rnp_sales AS t (
-        cabinet_id, day, nm_id, orders_count, orders_sum, cancellations_count, cancellations_sum, buyouts_count,
-        buyouts_sum, returns_count, returns_sum, avg_order_price, avg_spp_percent
-    )
-    SELECT
-        c.cabinet_id, c.day, c.nm_id, c.orders_count, c.orders_sum, c.cancellations_count, c.cancellations_sum,
-        c.buyouts_count, c.buyouts_sum, c.returns_count, c.returns_sum, c.avg_order_price, c.avg_spp_percent
-    FROM computed c JOIN keys k USING (cabinet_id, day)
-    WHERE k.covered
-    ON CONFLICT (cabinet_id, day, nm_id) DO UPDATE SET
-        orders_count = EXCLUDED.orders_count, orders_sum = EXCLUDED.orders_sum,
-        cancellations_count = EXCLUDED.cancellations_count, cancellations_sum = EXCLUDED.cancellations_sum,
-        buyouts_count = EXCLUDED.buyouts_count, buyouts_sum = EXCLUDED.buyouts_sum,
-        returns_count = EXCLUDED.returns_count, returns_sum = EXCLUDED.returns_sum,
-        avg_order_price = EXCLUDED.avg_order_price, avg_spp_percent = EXCLUDED.avg_spp_percent,
-        updated_at = now()
-    WHERE (
-        t.orders_count, t.orders_sum, t.cancellations_count, t.cancellations_sum, t.buyouts_count,
-        t.buyouts_sum, t.returns_count, t.returns_sum, t.avg_order_price, t.avg_spp_percent
-    ) IS DISTINCT FROM (
-        EXCLUDED.orders_count, EXCLUDED.orders_sum, EXCLUDED.cancellations_count, EXCLUDED.cancellations_sum,
-        EXCLUDED.buyouts_count, EXCLUDED.buyouts_sum, EXCLUDED.returns_count, EXCLUDED.returns_sum,
-        EXCLUDED.avg_order_price, EXCLUDED.avg_spp_percent
-    )
-    RETURNING 1
-),
-removed AS (
-    -- Rows of the requested partitions that no longer exist upstream.
-    DELETE FROM rnp_sales AS t
-    USING keys k
-    WHERE t.cabinet_id = k.cabinet_id AND t.day = k.day
-      AND NOT EXISTS (SELECT 1 FROM computed c WHERE (c.cabinet_id, c.day, c.nm_id) = (t.cabinet_id, t.day, t.nm_id))
-    RETURNING 1
 )
-SELECT (SELECT count(*) FROM computed c JOIN keys k USING (cabinet_id, day) WHERE k.covered) AS rows_kept,
-       (SELECT count(*) FROM written) AS rows_changed,
-       (SELECT count(*) FROM removed) AS rows_removed,
-       (SELECT count(*) FROM computed c JOIN keys k USING (cabinet_id, day) WHERE NOT k.covered) AS rows_dropped
