@@ -16,9 +16,9 @@ may cover a rectangle of cabinets × consecutive days (a partition range): the S
 """
 
 # No `from __future__ import annotations`: Dagster checks the context annotations at definition time.
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -44,7 +44,9 @@ from psycopg import sql
 
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.jobs.partition_manager import covered_days, list_partitions
+from optima_pipelines.ops.records import record_reaggregation
 from optima_pipelines.partitions import CABINET_DAY, cabinet_day_key, parse_cabinet_day_key
+from optima_pipelines.queues import TAG_TRIGGER
 from optima_pipelines.resources.warehouse import Warehouse
 
 ROLLUPS = ("rnp_sales", "rnp_ads", "rnp_finance")
@@ -302,8 +304,64 @@ def _run_pairs(context: AssetExecutionContext | AssetCheckExecutionContext) -> l
     return [parse_cabinet_day_key(str(key)) for key in context.partition_keys]
 
 
+#: The run tag the re-aggregation sensor and the nightly merge set: when the oldest change their run
+#: answers was stored (ISO 8601, UTC). The re-aggregation lag metrics measure from it.
+TAG_SOURCE_EVENT_AT = "optima/source-event-at"
+
+
+def _source_event_at(tags: Mapping[str, str]) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(tags[TAG_SOURCE_EVENT_AT])
+    except (KeyError, ValueError):
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def _record(
+    context: AssetExecutionContext,
+    warehouse: Warehouse,
+    table: str,
+    pairs: Sequence[tuple[str, date]],
+    started_at: datetime,
+    *,
+    stats: RecomputeStats | None = None,
+    error: BaseException | None = None,
+) -> None:
+    """One re-aggregation record per cabinet of the run, for /metrics (optima_reaggregate_*)."""
+    tags = context.run.tags
+    outside = stats.days_outside_partitions if stats is not None else set()
+    by_cabinet: dict[str, list[date]] = {}
+    for cabinet, day in pairs:
+        by_cabinet.setdefault(cabinet, []).append(day)
+    finished_at = datetime.now(UTC)
+    with warehouse.connect() as conn, conn.transaction():
+        for cabinet, days in sorted(by_cabinet.items()):
+            record_reaggregation(
+                conn,
+                domain=table.replace("_", "-"),
+                cabinet_id=cabinet,
+                run_id=context.run_id,
+                trigger=tags.get(TAG_TRIGGER, "manual"),
+                started_at=started_at,
+                finished_at=finished_at,
+                status="success" if error is None else "failure",
+                partitions_requested=len(days),
+                partitions_recomputed=0 if error is not None else sum(d not in outside for d in days),
+                source_event_at=_source_event_at(tags),
+                error=None if error is None else f"{error.__class__.__name__}: {error}",
+            )
+
+
 def _materialize(context: AssetExecutionContext, warehouse: Warehouse, table: str) -> MaterializeResult:
-    stats = recompute_partitions(warehouse, table, _run_pairs(context))
+    pairs = _run_pairs(context)
+    started_at = datetime.now(UTC)
+    try:
+        stats = recompute_partitions(warehouse, table, pairs)
+    except Exception as exc:
+        if context.retry_number >= (RECOMPUTE_RETRY.max_retries or 0):  # the last attempt: a failure to count
+            _record(context, warehouse, table, pairs, started_at, error=exc)
+        raise
+    _record(context, warehouse, table, pairs, started_at, stats=stats)
     if stats.rows_dropped:
         context.log.warning(
             f"{table}: {stats.rows_dropped} rows of {len(stats.days_outside_partitions)} days without a table "

@@ -40,7 +40,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -60,7 +60,7 @@ from dagster import (
 )
 from sqlalchemy.exc import SQLAlchemyError
 
-from optima_pipelines.assets.rnp import MART, ROLLUPS, rnp_recompute_job
+from optima_pipelines.assets.rnp import MART, ROLLUPS, TAG_SOURCE_EVENT_AT, rnp_recompute_job
 from optima_pipelines.cabinets import list_cabinets
 from optima_pipelines.cadences import cadence, schedule_status, sensor_status
 from optima_pipelines.errors import InvalidInput, OptimaError
@@ -324,6 +324,8 @@ class FeedRead:
     #: Events that cannot be used, with why. Skipped (and logged), never retried forever.
     rejected: list[str] = field(default_factory=list)
     read: int = 0
+    #: When the oldest change read was stored (epoch seconds): the runs' lag is measured from it.
+    oldest_at: float | None = None
 
 
 def read_feed_events(instance: DagsterInstance, cursor: Mapping[str, int]) -> FeedRead:
@@ -338,6 +340,7 @@ def read_feed_events(instance: DagsterInstance, cursor: Mapping[str, int]) -> Fe
         for record in records:
             out.read += 1
             out.cursor[feed] = record.storage_id
+            out.oldest_at = record.timestamp if out.oldest_at is None else min(out.oldest_at, record.timestamp)
             mat = record.asset_materialization
             if mat is None:
                 continue
@@ -392,6 +395,8 @@ def rnp_reaggregate_sensor(context: SensorEvaluationContext) -> SensorResult | S
     plan = plan_recomputes(wanted.demands, known)
     tick = _tick_id(read.cursor)
     tags = {**queue_tags("re-aggregate", priority=PRIORITY_REAGGREGATE), TAG_TRIGGER: "sensor"}
+    if read.oldest_at is not None:
+        tags[TAG_SOURCE_EVENT_AT] = datetime.fromtimestamp(read.oldest_at, UTC).isoformat()
     requests = [run_request(r, tags, f"rnp:{tick}:{r.key}") for r in plan]
     context.log.info(
         f"{read.read} feed events → {len(wanted.demands)} (cabinet, day) partitions → {len(requests)} runs"

@@ -191,3 +191,44 @@ def test_funnel_and_stock_events_rerun_only_the_merge(dagster_instance, feed):
     result = tick(dagster_instance)
     assert isinstance(result, SensorResult)
     assert planned(result) == {(("rnp_daily",), f"c1|{days_ago(1)}", f"c1|{days_ago(1)}")}
+
+
+def test_a_re_aggregation_through_the_sensor_shows_in_metrics_with_its_lag(
+    dagster_instance, warehouse_conn, database_url, settings
+):
+    """The seed's optima_reaggregate_* figures come from real recomputes: a 30-day import's events, the
+    sensor's run, then a scrape of /metrics."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from optima_pipelines.ops.metrics import build_registry
+
+    add_cabinets(dagster_instance, "c1")
+    for n in range(30):
+        add_order(warehouse_conn, "c1", f"o{n}", days_ago(n), 42, "100.00")
+        report_feed_event(dagster_instance, "wb_orders", "c1", days_ago(n), trigger="user_import")
+    result = tick(dagster_instance)
+    assert isinstance(result, SensorResult)
+    [request] = result.run_requests or []
+    execute_request(dagster_instance, request)
+
+    registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
+    text = generate_latest(registry).decode()
+    collector.close()
+    figures = {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+    def figure(name: str, **labels: str) -> float | None:
+        return figures.get((name, frozenset(labels.items())))
+
+    for domain in ("rnp-sales", "rnp-daily"):
+        assert figure("optima_reaggregate_requests_total", domain=domain, status="success") == 1, domain
+        assert figure("optima_reaggregate_partitions_requested_total", domain=domain) == 30, domain
+        assert figure("optima_reaggregate_partitions_recomputed_total", domain=domain) == 30, domain
+        # Measured from when the oldest event the sensor read was stored to the recompute's end.
+        assert figure("optima_reaggregate_lag_seconds_count", domain=domain) == 1, domain
+        assert 0 < figure("optima_reaggregate_lag_seconds_sum", domain=domain) < 600, domain
+    assert figure("optima_reaggregate_requests_total", domain="rnp-finance", status="success") is None
