@@ -226,7 +226,6 @@ def pandas_rollup(conn: psycopg.Connection, first: date, last: date) -> tuple[pd
         stock_in_way_from_client=("in_way_from_client", "sum"),
     )
     mart = o.join([s, a, f, funnel.set_index(key), st], how="outer")
-    has_ads = mart["ad_views"].notna()  # before the fill: a product-day without ad statistics has no ДРР
     additive = [*o.columns.drop("avg_spp_percent"), *s.columns, *a.columns, *f.columns]
     mart[additive] = mart[additive].fillna(0).astype("int64")
     snapshots = ["open_count", "cart_count", *st.columns]  # unknown stays unknown (NULL)
@@ -236,7 +235,7 @@ def pandas_rollup(conn: psycopg.Connection, first: date, last: date) -> tuple[pd
     mart["ad_ctr_percent"] = (100 * mart["ad_clicks"] / mart["ad_views"].replace(0, np.nan)).round(2)
     mart["ad_cpc"] = (mart["ad_spend"] / mart["ad_clicks"].replace(0, np.nan) / 100).round(2)
     mart["ad_cpm"] = (10 * mart["ad_spend"] / mart["ad_views"].replace(0, np.nan)).round(2)
-    drr = 100 * mart["ad_spend"].where(has_ads)
+    drr = 100 * mart["ad_spend"]  # no ads with orders: 0 %; no orders: no ДРР (NULL)
     mart["drr_of_orders_sum_percent"] = (drr / mart["orders_sum"].replace(0, np.nan)).round(2)
     mart["drr_of_ad_orders_sum_percent"] = (drr / mart["ad_orders_sum"].replace(0, np.nan)).round(2)
     mart = mart.reset_index()

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, build_sensor_context
@@ -88,6 +88,12 @@ def evaluate_requests_sensor(instance: DagsterInstance):
 def money(value: Any) -> Decimal:
     """WB's money (a JSON number or the finance API's string) as an exact Decimal."""
     return Decimal(str(value))
+
+
+def half_up(value: Decimal, places: int = 2) -> Decimal:
+    """``value`` rounded as PostgreSQL's ``round(numeric, places)`` does: half away from zero
+    (Python's ``round`` of a Decimal rounds half to even: 40.625 → 40.62 where PostgreSQL says 40.63)."""
+    return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
 
 
 def wait_until(moment: datetime, limit: float = 10.0) -> None:

@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from wb_simulator.api import ENDPOINTS, Endpoint, Request, Response
 from wb_simulator.api.base import gateway_error, not_found
-from wb_simulator.faults import server_error_body, truncated
+from wb_simulator.faults import ENVELOPE_ERROR_TEXT, server_error_body, truncated
 from wb_simulator.limits import Decision, rule_for
 from wb_simulator.simulator import Simulator
 from wb_simulator.tokens import TokenInfo, TokenRejected
@@ -124,6 +124,9 @@ def create_app(sim: Simulator) -> Starlette:
             return _http(Response(204), remaining)
         if fault.kind == "malformed":
             return _http(Response(200, raw=b"<html><body><h1>502 Bad Gateway</h1></body></html>"), remaining)
+        if fault.kind == "envelope_error":
+            failed = {"data": None, "error": True, "errorText": ENVELOPE_ERROR_TEXT, "additionalErrors": None}
+            return _http(Response(200, failed), remaining)
         resp = await run_in_threadpool(_run, sim, ep, info, http, await http.body(), fault.kind)
         if fault.kind == "lost_reply":  # the method ran; its answer is lost on the way back
             lost = {"title": "internal server error", "detail": "upstream timeout", "status": fault.status}

@@ -17,6 +17,8 @@ Kinds, checked in this order on each matching request (the first that fires wins
   (numbers as strings, strings as numbers);
 - ``lost_reply``: the method runs (WB acts on it), then the answer is replaced by a 5xx, as when
   WB's gateway loses the reply of a write that was applied;
+- ``envelope_error``: a 200 with WB's envelope saying the method failed, ``{"data": null,
+  "error": true, "errorText": ENVELOPE_ERROR_TEXT}``; the method does not run;
 - ``latency_s``: added before the answer, for every matching request, or only for a
   ``latency_spike_rate`` fraction of them.
 
@@ -46,6 +48,7 @@ class FaultRule:
     wrong_types: float = 0.0
     empty_204: float = 0.0
     lost_reply: float = 0.0
+    envelope_error: float = 0.0
     times: int | None = None
     fired: int = 0
     rng: random.Random = field(default_factory=random.Random, repr=False)
@@ -68,7 +71,18 @@ class Fault:
     latency_s: float = 0.0
 
 
-_KINDS = ("error_rate", "rate_429", "empty_204", "truncate", "malformed", "wrong_types", "lost_reply")
+_KINDS = (
+    "error_rate",
+    "rate_429",
+    "empty_204",
+    "truncate",
+    "malformed",
+    "wrong_types",
+    "lost_reply",
+    "envelope_error",
+)
+#: The ``errorText`` of an injected ``envelope_error``.
+ENVELOPE_ERROR_TEXT = "Внутренняя ошибка: задача не найдена"
 
 
 def server_error_body(status: int) -> dict[str, Any]:
@@ -114,6 +128,7 @@ class Faults:
         wrong_types: bool | float = False,
         empty_204: bool | float = False,
         lost_reply: bool | float = False,
+        envelope_error: bool | float = False,
         times: int | None = None,
     ) -> FaultRule:
         """Add a rule (rules added later are checked first); returns it (``rule.fired`` counts its faults)."""
@@ -136,6 +151,7 @@ class Faults:
                 wrong_types=_rate(wrong_types, "wrong_types"),
                 empty_204=_rate(empty_204, "empty_204"),
                 lost_reply=_rate(lost_reply, "lost_reply"),
+                envelope_error=_rate(envelope_error, "envelope_error"),
                 times=times,
                 rng=random.Random(zlib.crc32(f"{self._seed}:fault:{self._count}".encode())),
             )

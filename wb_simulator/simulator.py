@@ -82,6 +82,10 @@ class Simulator:
         self.tokens = TokenAuthority(hashlib.sha256(f"wb-sim:{seed}".encode()).digest())
         self.limiter = Limiter(LimiterClock(time_scale))
         self.faults = Faults(seed)
+        #: At most this many lines a page of the finance report, whatever the request's limit (None: the
+        #: limit). WB documents no fixed page size, only "request the next page until 204": a page
+        #: shorter than the limit need not be the last.
+        self.finance_page_cap: int | None = None
         self.writes: list[Write] = []
         self.truth = Truth(self)
         self._request_seq = itertools.count(1)

@@ -111,6 +111,7 @@ def load_report(
                     if state_feed is not None:
                         cursor = {**window, "after_rrd_id": page[-1].rrd_id, "complete": False}
                         save_cursor(conn, cabinet_id, state_feed, cursor, run_id)
+            run.requests += 1  # the 204 that ended the report
         except WbDeferred as deferred:
             finish(conn, [run], state_feed=state_feed, deferred=deferred)
             return run

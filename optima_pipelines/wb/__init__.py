@@ -31,7 +31,9 @@ Methods (every iterator yields one list per WB page; lists are complete or an ex
 - content: ``iter_cards(*, cursor=None, limit=100) -> Iterator[CardsPage]`` (``page.cursor`` resumes)
 - prices: ``iter_prices() -> Iterator[list[Price]]``, ``upload_prices(items: Sequence[PriceUpdate]) -> int``
   (task id), ``price_task(task_id) -> PriceTaskResult``,
-  ``wait_price_task(task_id, *, timeout=60) -> PriceTaskResult`` (``.done``, ``.items[i].status``)
+  ``wait_price_task(task_id, *, timeout=60) -> PriceTaskResult`` (``.done``, ``.items[i].status``);
+  WB's HTTP 200 with ``error: true`` (a failed task, a refused answer) raises ``WbRequestError``
+  with ``status`` 200 and WB's ``errorText``
 - feedbacks: ``iter_feedbacks(*, is_answered, ...) -> Iterator[list[Feedback]]``, ``feedback(id)``,
   ``answer_feedback(id, text)``, ``iter_questions(*, is_answered, ...)``, ``question(id)``,
   ``answer_question(id, text)``

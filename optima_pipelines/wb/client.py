@@ -2,9 +2,10 @@
 
 Paging rules, by how WB bounds a response:
 - a soft cap WB chooses (statistics' ~80k rows): page until WB answers ``[]``;
-- a ``limit`` the request sets (finance, prices, funnel, stocks, feedbacks, news): a page shorter
-  than the limit is the last one, which saves a request on the strictest limits (finance allows one
-  a minute);
+- the finance report: WB's documented contract is "request the next page until 204", and a page
+  shorter than the limit need not be the last: page until 204 (or ``[]``);
+- a ``limit`` the request sets (prices, funnel, stocks, feedbacks, news): a page shorter than the
+  limit is the last one;
 - a cursor (content cards): until WB's ``cursor.total`` falls below the limit.
 
 Iterators yield one list per WB page, so a caller can store each page before the next request; if
@@ -158,6 +159,12 @@ class WbClient:
         """A request we will not send because WB would refuse it (bad arguments)."""
         return WbRequestError(cabinet_id=self.cabinet_id, endpoint=str(endpoint), status=None, detail=detail)
 
+    def _answered_error(self, endpoint: Endpoint, error_text: str) -> WbRequestError:
+        """WB answered HTTP 200 with ``error: true``: the request was sent and answered, and WB says
+        it failed (``errorText``)."""
+        detail = f"answered error: true, {error_text or 'without an errorText'}"
+        return WbRequestError(cabinet_id=self.cabinet_id, endpoint=str(endpoint), status=200, detail=detail)
+
     # --- statistics: orders, sales and returns ---------------------------------------------------
 
     def iter_orders(self, date_from: datetime | date, *, flag: int = 0) -> Iterator[list[m.Order]]:
@@ -206,8 +213,9 @@ class WbClient:
         self, date_from: date, date_to: date, *, period: str = "daily", limit: int = 100_000, after_rrd_id: int = 0
     ) -> Iterator[list[m.ReportLine]]:
         """Realization report lines of ``[date_from, date_to]``, page by page along WB's rrdId
-        cursor, until WB answers 204 (or ``[]``, or a short page). ``after_rrd_id`` resumes after
-        the last line of a page already stored."""
+        cursor, until WB answers 204 (or ``[]``): a page shorter than ``limit`` is not the end.
+        Every report that completes ends with that one request which yields nothing.
+        ``after_rrd_id`` resumes after the last line of a page already stored."""
         if period not in ("daily", "weekly"):
             raise self._refuse(REPORT, f"period must be daily or weekly, got {period!r}")
         if not 1 <= limit <= 100_000:
@@ -229,8 +237,6 @@ class WbClient:
                 raise self._t.fail(REPORT, f"rrdId did not advance ({last} after {rrd_id})", "rrdId")
             rrd_id = last
             yield rows
-            if len(rows) < limit:
-                return
 
     # --- advertising -----------------------------------------------------------------------------
 
@@ -500,10 +506,11 @@ class WbClient:
         return result.data.id
 
     def price_task(self, task_id: int) -> m.PriceTaskResult:
-        """Where a price task stands now, with each item's status once WB processed it."""
-        task = self._get(PRICE_TASK, m._TaskResponse, params={"uploadID": task_id}).data
+        """Where a price task stands now, with each item's status once WB processed it. WB's
+        ``error: true`` (a failed task, not one still processing) is a WbRequestError with its text."""
+        task = self._price_task_info(PRICE_TASK, task_id)
         if task is None or task.status not in m.PRICE_TASK_DONE_STATUSES:
-            buffered = self._get(PRICE_BUFFER_TASK, m._TaskResponse, params={"uploadID": task_id}).data
+            buffered = self._price_task_info(PRICE_BUFFER_TASK, task_id)
             status = buffered.status if buffered is not None else m.PRICE_TASK_PROCESSING
             return m.PriceTaskResult(upload_id=task_id, status=status, items=[])
         items: list[m.PriceTaskItem] = []
@@ -518,9 +525,15 @@ class WbClient:
             offset += 1000
         return m.PriceTaskResult(upload_id=task_id, status=task.status, items=items)
 
+    def _price_task_info(self, endpoint: Endpoint, task_id: int) -> m._TaskInfo | None:
+        response = self._get(endpoint, m._TaskResponse, params={"uploadID": task_id})
+        if response.error:
+            raise self._answered_error(endpoint, response.errorText)
+        return response.data
+
     def wait_price_task(self, task_id: int, *, timeout: float = 60.0) -> m.PriceTaskResult:
         """Poll a price task until WB processed it or ``timeout`` seconds passed (then the result is
-        still processing: ``done`` is False)."""
+        still processing: ``done`` is False). A task WB answers with ``error: true`` raises at once."""
         deadline = time.monotonic() + timeout
         while True:
             result = self.price_task(task_id)
@@ -615,7 +628,7 @@ class WbClient:
         if response is not None and response.content:
             envelope = self._t.decode(ANSWER_QUESTION, response, m._EnvelopeResponse)
             if envelope.error:
-                raise self._refuse(ANSWER_QUESTION, envelope.errorText or "WB reported an error")
+                raise self._answered_error(ANSWER_QUESTION, envelope.errorText)
 
     def _check_answer(self, endpoint: Endpoint, item_id: str, text: str) -> None:
         if not item_id:

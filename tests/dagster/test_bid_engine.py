@@ -21,7 +21,7 @@ from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import ads
 from tests.sim_fixtures import NOW
-from tests.wb_syncs import TIME_SCALE, served
+from tests.wb_syncs import TIME_SCALE, half_up, served
 from wb_simulator import CabinetSpec, Simulator
 from wb_simulator.world import min_bid
 
@@ -119,7 +119,7 @@ def test_a_campaign_converges_to_its_target_cpo_within_its_bounds_and_every_bid_
     sent = [b["bid_kopecks"] for w in writes for a in w.payload["bids"] for b in a["nm_bids"]]
     assert len(sent) == runs >= 2  # one PATCH a run
     assert all(max(low, wb_min) <= b <= high for b in sent), sent
-    assert sent[0] <= round(bid0 * 1.3)  # at most one step (30 %) at a time
+    assert sent[0] <= half_up(bid0 * Decimal("1.3"), 0)  # at most one step (30 %), rounded as the engine does
     (product,) = [p for p in wb.truth.campaigns("c1")[0]["nm_settings"] if p["nm_id"] == nm]
     assert product["bids_kopecks"]["search"] == sent[-1]
 

@@ -164,3 +164,17 @@ def test_a_deferred_load_resumes_after_its_last_stored_page(wb, warehouse_conn, 
     assert sum(r.rows_fetched for r in runs) == len(truth)
     state = get_state(warehouse_conn, "c1", fin.STATE_FEED)
     assert state.resume_at is None and state.cursor["complete"] is True
+
+
+def test_a_short_page_that_is_not_the_last_does_not_end_the_report(wb, warehouse_conn, optima_env):
+    """WB's contract is "request the next page until 204": a page shorter than the limit is not the
+    end. The 204 that ends the report is a WB request like the others, and the sync counts it."""
+    warehouse = Warehouse(database_url=__import__("os").environ["OPTIMA_DATABASE_URL"])
+    first, last = fin.report_window()
+    truth = truth_lines(wb, "c1", first, last)
+    wb.finance_page_cap = len(truth) // 3 + 1  # three pages, each shorter than the limit asked for
+    with WbApi(warehouse=warehouse).client("c1") as client:
+        run = fin.load_report(warehouse.connect, client, "c1", first, last, run_id=None, trigger="manual", limit=5_000)
+    assert warehouse_lines(warehouse_conn, "c1", first, last) == truth
+    assert run.rows_fetched == len(truth) > 5_000 // 3
+    assert run.summary()["wb_requests"] == 4  # three pages and the 204

@@ -192,3 +192,13 @@ def test_days_without_a_table_partition_are_dropped_and_counted(warehouse, feeds
     assert stats.days_outside_partitions == {old_month}
     assert stats.metadata()["batch_days_outside_table_partitions"] == [old_month.isoformat()]
     assert rnp_rows(feeds, "rnp_sales", C, D)[101]["orders_count"] == 3
+
+
+def test_drr_of_orders_is_zero_for_a_product_with_orders_and_no_ads(warehouse, feeds):
+    add_order(feeds, C, "o5", D, 104, "640.00")  # ordered, never advertised
+    recompute_all(warehouse, [(C, D)])
+    rows = rnp_rows(feeds, "rnp_daily", C, D)
+    assert (rows[104]["orders_sum"], rows[104]["ad_spend"]) == (Decimal("640.00"), 0)
+    assert rows[104]["drr_of_orders_sum_percent"] == 0  # no ad spend against 640 ₽ of orders: 0 %, known
+    assert rows[104]["drr_of_ad_orders_sum_percent"] is None  # no orders from ads: no denominator
+    assert rows[103]["drr_of_orders_sum_percent"] is None  # a return and no order: orders_sum is 0

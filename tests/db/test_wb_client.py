@@ -42,6 +42,7 @@ from optima_pipelines.wb import (
 from optima_pipelines.wb import client as wb_client_module
 from wb_simulator import CabinetSpec, Simulator, serve
 from wb_simulator.contract import Contract
+from wb_simulator.faults import ENVELOPE_ERROR_TEXT
 
 SCALE = 600.0  # the simulator's clock, and the client's limits, run 600x faster: 1/min → every 0.1 s
 NOW = datetime(2026, 8, 20, 12, 0)  # Moscow
@@ -495,6 +496,30 @@ def test_a_price_task_is_resent_as_is_and_wb_deduplicates_it(sim: Simulator, mak
     assert [w.kind for w in sim.writes[writes_before:]] == ["price_task"]
     result = client.wait_price_task(task_id, timeout=10)
     assert result.done and [(i.nm_id, i.ok) for i in result.items] == [(price.nm_id, True)]
+
+
+def test_a_price_task_wb_reports_failed_is_an_error_at_once_with_wbs_text(sim: Simulator, make_client):
+    client, recorder = make_client("c2")
+    price = _all(client.iter_prices())[4]
+    task_id = client.upload_prices([PriceUpdate(nm_id=price.nm_id, price=int(price.price) + 70)])
+    sim.faults.set("GET prices/api/v2/history/tasks", envelope_error=True)  # {"data": null, "error": true}
+    with pytest.raises(WbRequestError) as caught:
+        client.wait_price_task(task_id, timeout=30)
+    assert ENVELOPE_ERROR_TEXT in str(caught.value) and "HTTP 200" in str(caught.value)
+    assert len(recorder.sent("GET", "/api/v2/history/tasks")) == 1  # no polling of a task WB says failed
+
+
+def test_an_answer_wb_refuses_with_http_200_says_it_was_sent_and_answered(sim: Simulator, make_client):
+    client, recorder = make_client("c2")
+    question = _all(client.iter_questions(is_answered=False))[1]
+    sim.faults.set("PATCH feedbacks/api/v1/questions", envelope_error=True, times=1)
+    with pytest.raises(WbRequestError) as caught:
+        client.answer_question(question.id, "Да, этот размер маломерит.")
+    message = str(caught.value)
+    assert "not sent" not in message
+    assert "HTTP 200" in message and "error: true" in message and ENVELOPE_ERROR_TEXT in message
+    assert caught.value.status == 200 and not caught.value.is_transient
+    assert len(recorder.sent("PATCH", "/api/v1/questions")) == 1
 
 
 def test_an_answer_whose_fate_cannot_be_checked_is_not_sent_twice(sim: Simulator, make_client):

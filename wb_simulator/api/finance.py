@@ -1,7 +1,8 @@
 """finance-api: the realization report detail, ``POST /api/finance/v1/sales-reports/detailed``.
 
 Body ``{dateFrom, dateTo, limit ≤ 100000, rrdId, period daily|weekly, fields?}``: lines with rrDate in
-[dateFrom, dateTo] and rrdId > the given one, in rrdId order; 204 when there are none. (The v5
+[dateFrom, dateTo] and rrdId > the given one, in rrdId order (at most ``limit``, and at most
+``sim.finance_page_cap`` when set); 204 when there are none. (The v5
 ``reportDetailByPeriod`` of statistics-api is switched off: it is not routed and answers 404.)
 A cabinet with ``disorder`` pages WB's untidy way: short pages, a line repeated, a follow-on page
 failing (``wb_simulator.disorder``).
@@ -56,7 +57,7 @@ def detailed(req: Request) -> Response:
         return _bad(req, "fields must be an array of field names")
     ledger = req.sim.ledgers[req.cabinet.id]
     first, last = day_number(start), day_number(end)
-    lines = ledger.select(first, last, rrd_id, limit, req.t, period)
+    lines = ledger.select(first, last, rrd_id, min(limit, req.sim.finance_page_cap or limit), req.t, period)
     truncate = False
     if ledger.pages is not None:  # wb_simulator.disorder: pages WB's way, not the tidy way
         named = ledger.select(first, last, rrd_id - 1, 1, req.t, period) if rrd_id else []

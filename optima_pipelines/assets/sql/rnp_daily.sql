@@ -6,7 +6,8 @@
 -- none happened). The funnel and the stock come from snapshots WB may not have given for a day:
 -- without one they are NULL (unknown), not 0. Columns added here:
 --
---   drr_of_orders_sum_percent         ДРР against all orders: 100 * ad_spend / orders_sum (NULL when orders_sum = 0)
+--   drr_of_orders_sum_percent         ДРР against all orders: 100 * ad_spend / orders_sum (0 with orders and no
+--                                     ads; NULL when orders_sum = 0)
 --   drr_of_ad_orders_sum_percent      ДРР against orders from ads: 100 * ad_spend / ad_orders_sum (NULL when 0)
 --   card_opens                        rnp_funnel_stats.open_count (card opens)
 --   add_to_cart                       rnp_funnel_stats.cart_count
@@ -65,7 +66,7 @@ computed AS (
            ads.ad_ctr_percent,
            ads.ad_cpc,
            ads.ad_cpm,
-           round(100 * ads.ad_spend / nullif(sales.orders_sum, 0), 2) AS drr_of_orders_sum_percent,
+           round(100 * coalesce(ads.ad_spend, 0) / nullif(sales.orders_sum, 0), 2) AS drr_of_orders_sum_percent,
            round(100 * ads.ad_spend / nullif(ads.ad_orders_sum, 0), 2) AS drr_of_ad_orders_sum_percent,
            coalesce(finance.realization, 0) AS realization,
            coalesce(finance.payout, 0) AS payout,
