@@ -44,6 +44,18 @@ LAG = timedelta(days=1)
 STEPS = 8
 
 
+#: Every mode on; the finance report in many short pages, so that a sync often fails on a later page.
+DISORDER = Disorder(
+    late_orders=0.3,
+    late_cancellations=0.5,
+    foreign_returns=0.3,
+    service_lines=0.3,
+    short_pages=0.8,
+    repeated_lines=0.4,
+    page_failures=0.25,
+)
+
+
 def cabinets_of(seed: int) -> tuple[str, ...]:
     """One cabinet, and two in every fifth seed (so that a bug mixing cabinets shows): each cabinet
     doubles the partitions the re-aggregation recomputes, the suite's main cost."""
@@ -61,7 +73,7 @@ def world(seed: int) -> Simulator:
             campaigns=2,
             cancel_rate=0.3,
             return_rate=0.2,
-            disorder=Disorder.every(0.35),
+            disorder=DISORDER,
         )
         for i, cabinet in enumerate(cabinets_of(seed))
     ]
@@ -74,7 +86,11 @@ class Story:
 
     seed: int
     steps: list[str] = field(default_factory=list)
-    failed_checks: list[str] = field(default_factory=list)
+    #: (check, partition) → (passed, description) of its latest evaluation: what the UI shows.
+    checks: dict[tuple[str, str], tuple[bool, str]] = field(default_factory=dict)
+
+    def failed_checks(self) -> list[str]:
+        return [f"{name} {partition}: {text}" for (name, partition), (ok, text) in self.checks.items() if not ok]
 
     def __str__(self) -> str:
         return f"seed {self.seed} (rerun: pytest -k 'disorder and seed{self.seed}' --seeds {self.seed}); steps: " + (
@@ -90,10 +106,8 @@ def reaggregate(instance, cursor: str | None, story: Story) -> str | None:
         for event in run.all_events:
             if event.event_type_value == "ASSET_CHECK_EVALUATION":
                 evaluation = event.event_specific_data
-                if not evaluation.passed:
-                    story.failed_checks.append(
-                        f"{evaluation.check_name} {evaluation.partition}: {evaluation.description}"
-                    )
+                key = (evaluation.check_name, str(evaluation.partition))
+                story.checks[key] = (evaluation.passed, str(evaluation.description))
     return getattr(result, "cursor", None) or cursor
 
 
@@ -201,7 +215,11 @@ def test_disorder_every_rnp_cell_equals_the_raw_tables(
     assert not mismatches, f"{story}: {len(mismatches)} rnp_daily cells differ from the raw tables:\n" + "\n".join(
         mismatches[:25]
     )
-    assert not story.failed_checks, f"{story}: asset checks failed:\n" + "\n".join(story.failed_checks[:25])
+    # The latest evaluation of each check and partition. (An earlier one may fail for a moment: the
+    # runs of one tick are separate, and a finance run's merge can precede the sales run's.)
+    assert story.checks, f"{story}: no asset check ran"
+    failed = story.failed_checks()
+    assert not failed, f"{story}: asset checks failed:\n" + "\n".join(failed[:25])
 
 
 # -- the independent computation: rnp_daily from the raw tables, README's definitions --------------
