@@ -23,7 +23,8 @@ Kinds, checked in this order on each matching request (the first that fires wins
   ``latency_spike_rate`` fraction of them.
 
 The body kinds take ``True`` (every matching request) or a rate between 0 and 1. ``times`` bounds
-how many faults the rule injects in total (latency not counted); None means no bound.
+how many faults the rule injects in total (latency not counted); None means no bound. ``after``
+lets the first N matching requests through untouched (page 1 succeeds, page 2 fails: ``after=1``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ class FaultRule:
     lost_reply: float = 0.0
     envelope_error: float = 0.0
     times: int | None = None
+    after: int = 0
     fired: int = 0
+    #: Matching requests seen so far (``after`` lets the first ones through).
+    seen: int = 0
     rng: random.Random = field(default_factory=random.Random, repr=False)
 
     def matches(self, method: str, target: str) -> bool:
@@ -130,12 +134,15 @@ class Faults:
         lost_reply: bool | float = False,
         envelope_error: bool | float = False,
         times: int | None = None,
+        after: int = 0,
     ) -> FaultRule:
         """Add a rule (rules added later are checked first); returns it (``rule.fired`` counts its faults)."""
         if latency_s < 0:
             raise ValueError(f"latency_s must not be negative, got {latency_s!r}")
         if times is not None and times < 0:
             raise ValueError(f"times must be None or at least 0, got {times!r}")
+        if after < 0:
+            raise ValueError(f"after must be at least 0, got {after!r}")
         with self._lock:
             self._count += 1
             rule = FaultRule(
@@ -153,6 +160,7 @@ class Faults:
                 lost_reply=_rate(lost_reply, "lost_reply"),
                 envelope_error=_rate(envelope_error, "envelope_error"),
                 times=times,
+                after=after,
                 rng=random.Random(zlib.crc32(f"{self._seed}:fault:{self._count}".encode())),
             )
             self._rules.insert(0, rule)
@@ -178,6 +186,9 @@ class Faults:
                     spike = rule.latency_spike_rate
                     if spike is None or rule.rng.random() < spike:
                         latency = rule.latency_s
+                rule.seen += 1
+                if rule.seen <= rule.after:
+                    continue
                 if rule.times is not None and rule.fired >= rule.times:
                     continue
                 draw = rule.rng.random()

@@ -56,10 +56,13 @@ QUEUE = dg.QUEUE
 
 
 def _day_metadata(run: dg.FeedRun, day: date) -> dict[str, Any]:
-    return {
+    meta: dict[str, Any] = {
         "rows_inserted": run.merge.inserted_by_day.get(day, 0),
         "rows_updated": run.merge.updated_by_day.get(day, 0),
     }
+    if day in run.finance_days:  # report lines these orders move here leave these days
+        meta["finance_days"] = MetadataValue.json(sorted(d.isoformat() for d in run.finance_days[day]))
+    return meta
 
 
 def _feed_asset(feed: dg.Feed, description: str):

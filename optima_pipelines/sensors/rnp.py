@@ -8,13 +8,16 @@ following DESIGN.md §2 and the event contract in docs/ARCHITECTURE.md:
 | feed event | rollup | days recomputed |
 |---|---|---|
 | wb_orders / wb_sales, scheduled sync | rnp_sales | each materialized partition's day: the Moscow days of the orders and sales written |
+| wb_orders with ``finance_days`` | rnp_finance | the partition's day and its ``finance_days``: report lines of these orders move from there to the orders' day |
 | wb_orders / wb_sales, user import | rnp_sales | each materialized day: an import reports every day of [dateFrom, today] and every other day it touched |
 | wb_report_lines, finance sync or report import | rnp_finance | the event's ``affected_days`` (the days of the lines' source orders) and the partition's own day |
 | ad_campaign_stats | rnp_ads | each materialized day |
 | rnp_funnel_stats, stocks | (merge only) | each materialized day |
 
 The finance event's own day is recomputed too: a line whose source order arrived after it was
-first loaded moves from its own day to the order's, and the day it left must lose it.
+first loaded moves from its own day to the order's, and the day it left must lose it. The other way
+round, an order that arrives after its report lines (or whose day changes) names in ``finance_days``
+the days its lines leave: rnp_finance of those and of the order's day is recomputed.
 
 Requests are batched without recomputing anything extra: per cabinet, each rollup's days become
 ranges of consecutive days; cabinets with the same (range, rollups), adjacent in the dynamic
@@ -26,7 +29,8 @@ A failed read skips the tick without moving the cursor, so nothing is lost; and 
 does can fail an import (imports only log events). The nightly rnp-merge-sync (cadences.py calls
 ``merge_sync_requests``) recomputes the last three days of every active cabinet and heals any of
 the last 90 days that has orders but no rnp_daily rows, which also covers missed ticks of its own
-schedule (Dagster schedules do not catch up, DESIGN.md §4.8).
+schedule (Dagster schedules do not catch up, DESIGN.md §4.8); it also recomputes rnp_finance of
+the days where the three days' report lines belong (their source orders' days).
 """
 
 from __future__ import annotations
@@ -105,28 +109,30 @@ class FeedEvent:
     day: date
     affected_days: tuple[date, ...] = ()
     trigger: str | None = None
+    #: wb_orders: days that report lines of these orders leave for the partition's day.
+    finance_days: tuple[date, ...] = ()
 
 
 def _raw(value: Any) -> Any:
     return value.value if isinstance(value, MetadataValue) else value
 
 
-def parse_affected_days(value: Any) -> tuple[date, ...]:
-    """``affected_days`` metadata (a JSON list of ISO dates, as JSON or text) → dates."""
+def parse_affected_days(value: Any, key: str = "affected_days") -> tuple[date, ...]:
+    """``affected_days`` (or ``finance_days``) metadata, a JSON list of ISO dates as JSON or text → dates."""
     raw = _raw(value)
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
         except json.JSONDecodeError:
-            raise InvalidInput(f"affected_days {raw[:80]!r} is not a JSON list of ISO dates") from None
+            raise InvalidInput(f"{key} {raw[:80]!r} is not a JSON list of ISO dates") from None
     if not isinstance(raw, list):
-        raise InvalidInput(f"affected_days must be a list of ISO dates, got {type(raw).__name__}")
+        raise InvalidInput(f"{key} must be a list of ISO dates, got {type(raw).__name__}")
     days = []
     for item in raw:
         try:
             days.append(date.fromisoformat(str(item)))
         except ValueError:
-            raise InvalidInput(f"affected_days contains {item!r}, which is not an ISO date (YYYY-MM-DD)") from None
+            raise InvalidInput(f"{key} contains {item!r}, which is not an ISO date (YYYY-MM-DD)") from None
     return tuple(sorted(set(days)))
 
 
@@ -138,8 +144,9 @@ def parse_feed_event(feed: str, partition: str | None, metadata: Mapping[str, An
         raise InvalidInput(f"{feed} materialization has no partition: expected 'CABINET|YYYY-MM-DD'")
     cabinet_id, day = parse_cabinet_day_key(partition)
     affected = parse_affected_days(metadata["affected_days"]) if "affected_days" in metadata else ()
+    finance = parse_affected_days(metadata["finance_days"], "finance_days") if "finance_days" in metadata else ()
     trigger = _raw(metadata.get("trigger"))
-    return FeedEvent(feed, cabinet_id, day, affected, str(trigger) if trigger is not None else None)
+    return FeedEvent(feed, cabinet_id, day, affected, str(trigger) if trigger is not None else None, finance)
 
 
 def days_to_recompute(event: FeedEvent) -> frozenset[date]:
@@ -159,17 +166,24 @@ class DayDemands:
     out_of_range: list[tuple[str, date]] = field(default_factory=list)
 
 
+def rollups_by_day(event: FeedEvent) -> dict[date, set[str]]:
+    """The rollups this event makes stale, per Moscow day (an empty set: the merge only)."""
+    rollup = FEED_ROLLUP[event.feed]
+    out: dict[date, set[str]] = {day: {rollup} if rollup else set() for day in days_to_recompute(event)}
+    if event.finance_days:  # report lines move from these days to the partition's (the orders') day
+        for day in (event.day, *event.finance_days):
+            out.setdefault(day, set()).add("rnp_finance")
+    return out
+
+
 def demands_from_events(events: Iterable[FeedEvent], first_day: date, last_day: date) -> DayDemands:
     result = DayDemands()
     for event in events:
-        rollup = FEED_ROLLUP[event.feed]
-        for day in days_to_recompute(event):
+        for day, rollups in rollups_by_day(event).items():
             if not first_day <= day <= last_day:
                 result.out_of_range.append((event.cabinet_id, day))
                 continue
-            wanted = result.demands.setdefault((event.cabinet_id, day), set())
-            if rollup is not None:
-                wanted.add(rollup)
+            result.demands.setdefault((event.cabinet_id, day), set()).update(rollups)
     return result
 
 
@@ -410,6 +424,24 @@ def days_to_heal(conn: psycopg.Connection, cabinets: Sequence[str], first: date,
     return [(c, d) for c, d in rows]
 
 
+def source_order_days(
+    conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date
+) -> list[tuple[str, date]]:
+    """(cabinet, day) of the source orders of the report lines of [first, last] (their own day) that
+    belong to another day: where those lines are placed (index probes by srid)."""
+    rows = conn.execute(
+        """
+        SELECT DISTINCT l.cabinet_id, o.day
+        FROM wb_report_lines l
+        JOIN wb_orders o ON o.cabinet_id = l.cabinet_id AND o.srid = l.srid
+        WHERE l.cabinet_id = ANY(%(cabinets)s) AND l.day BETWEEN %(first)s AND %(last)s AND o.day <> l.day
+        ORDER BY 1, 2
+        """,
+        {"cabinets": list(cabinets), "first": first, "last": last},
+    ).fetchall()
+    return [(c, d) for c, d in rows]
+
+
 @dataclass
 class MergeSyncPlan:
     demands: Demands
@@ -418,14 +450,25 @@ class MergeSyncPlan:
 
 def plan_merge_sync(conn: psycopg.Connection, cabinets: Sequence[str], today: date, first_day: date) -> MergeSyncPlan:
     """Every rollup and the merge for the last MERGE_WINDOW_DAYS days of each cabinet, plus the
-    days of the last HEAL_DAYS with orders and no rnp_daily rows (days without a table partition
-    are left out: their rows are dropped by design, and would be "healed" every night)."""
+    days of the last HEAL_DAYS with orders and no rnp_daily rows, plus the finance rollup of the
+    days where report lines of the window belong (their source orders' days): a line whose order
+    arrived after it leaves its own day and reaches its order's even if the sensor missed the
+    order's event. Days without a table partition are left out: their rows are dropped by design,
+    and would be "healed" every night."""
     window = [today - timedelta(n) for n in range(MERGE_WINDOW_DAYS)]
     heal_from = max(first_day, today - timedelta(HEAL_DAYS - 1))
     candidates = days_to_heal(conn, cabinets, heal_from, today) if cabinets else []
+    placed = source_order_days(conn, cabinets, window[-1], today) if cabinets else []
     partitions = list_partitions(conn, MART)
-    healed = [p for p, ok in zip(candidates, covered_days(partitions, [d for _, d in candidates]), strict=True) if ok]
+
+    def covered(pairs: list[tuple[str, date]]) -> list[tuple[str, date]]:
+        ok = covered_days(partitions, [d for _, d in pairs])
+        return [p for p, keep in zip(pairs, ok, strict=True) if keep and p[1] >= first_day]
+
+    healed = covered(candidates)
     demands: Demands = {}
+    for pair in covered(placed):
+        demands[pair] = {"rnp_finance"}
     for pair in [(c, d) for c in cabinets for d in window if d >= first_day] + healed:
         demands[pair] = set(ROLLUPS)
     return MergeSyncPlan(demands, healed)

@@ -20,7 +20,7 @@ from datetime import date, timedelta
 import psycopg
 
 from optima_pipelines.load import merge_rows
-from optima_pipelines.sync.runs import Connect, SyncRun, finish
+from optima_pipelines.sync.runs import Connect, SyncRun, finish, page_connection
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import AdStat, Campaign, WbClient, WbDeferred
@@ -117,7 +117,7 @@ def load_stats(
     chunks are saved after every answer, so a deferred cycle resumes where it stopped."""
     run = SyncRun(queue, STATS_FEED, cabinet_id, run_id, trigger)
     window = {"begin": begin.isoformat(), "end": end.isoformat()}
-    with connect() as conn:
+    with page_connection(connect) as conn:
         advertised = _advertised(conn, cabinet_id)
         try:
             for i, chunk in enumerate(chunks):

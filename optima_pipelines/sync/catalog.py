@@ -16,7 +16,7 @@ wait long, and a listing cut short by WB deletes nothing.
 from __future__ import annotations
 
 from optima_pipelines.load import merge_rows
-from optima_pipelines.sync.runs import Connect, SyncRun, finish
+from optima_pipelines.sync.runs import Connect, SyncRun, finish, page_connection
 from optima_pipelines.wb import Card, Price, WbClient, WbDeferred
 
 QUEUE = "catalog-sync"
@@ -29,7 +29,7 @@ PRICE_COLUMNS = ("cabinet_id", *Price.COLUMNS)
 def sync_cards(connect: Connect, client: WbClient, cabinet_id: str, *, run_id: str | None, trigger: str) -> SyncRun:
     run = SyncRun(QUEUE, "products", cabinet_id, run_id, trigger)
     seen: list[int] = []
-    with connect() as conn:
+    with page_connection(connect) as conn:
         try:
             for page in client.iter_cards():
                 run.requests += 1
@@ -63,7 +63,7 @@ def sync_prices(
     prices = SyncRun(QUEUE, "prices", cabinet_id, run_id, trigger)
     history = SyncRun(QUEUE, "price_history", cabinet_id, run_id, trigger)
     seen: list[int] = []
-    with connect() as conn:
+    with page_connection(connect) as conn:
         try:
             for page in client.iter_prices():
                 prices.requests += 1

@@ -25,6 +25,7 @@ import psycopg
 
 from optima_pipelines.load import MergeResult, merge_rows
 from optima_pipelines.ops.records import record_feed_sync
+from optima_pipelines.sync.runs import Connect, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
 from optima_pipelines.timeutil import MOSCOW, now_moscow
 from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
@@ -35,8 +36,6 @@ INCREMENT_OVERLAP = timedelta(hours=1)
 QUEUE = "digitization-sync"
 #: WB keeps statistics rows for 90 days from the order.
 WB_HORIZON_DAYS = 90
-
-Connect = Callable[[], psycopg.Connection]
 
 
 @dataclass(frozen=True)
@@ -77,6 +76,10 @@ class FeedRun:
     cursor: datetime | None = None
     deferred_until: datetime | None = None
     deferred_reason: str | None = None
+    #: Orders only: an order's day -> the days that report lines of the orders written there leave
+    #: (they were placed on their own day, or on the order's former day). The РНП's finance rollup
+    #: of both must be recomputed: reported as ``finance_days``.
+    finance_days: dict[date, set[date]] = field(default_factory=dict)
 
     @property
     def changed_days(self) -> set[date]:
@@ -118,13 +121,15 @@ def load_feed(
     run = FeedRun(feed)
     started = now_moscow()
     state_feed = cursor_feed or feed.name
-    with connect() as conn:
+    with page_connection(connect) as conn:
         try:
             for page in feed.fetch(client, date_from, flag):
                 run.pages += 1
                 run.rows_fetched += len(page)
                 rows = feed.to_rows(page, cabinet_id, only_day)
                 with conn.transaction():
+                    if feed is ORDERS:
+                        _note_moved_lines(conn, run, cabinet_id, rows)
                     run.merge += merge_rows(conn, feed.table, feed.columns, feed.key, rows, run_id=run_id)
                     if page:
                         newest = max(r.last_change_date for r in page)
@@ -145,7 +150,6 @@ def load_feed(
                 _record(conn, run, cabinet_id, run_id, trigger, started, "skipped")
             return run
         except Exception as exc:
-            conn.rollback()
             with conn.transaction():
                 _record(
                     conn, run, cabinet_id, run_id, trigger, started, "failure", error=f"{exc.__class__.__name__}: {exc}"
@@ -156,6 +160,19 @@ def load_feed(
                 mark_success(conn, cabinet_id, cursor_feed, run_id)
             _record(conn, run, cabinet_id, run_id, trigger, started, "success")
     return run
+
+
+def _note_moved_lines(conn: psycopg.Connection, run: FeedRun, cabinet_id: str, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Before an orders page is merged: which report lines it moves to its orders' days, from where."""
+    if not rows:
+        return
+    srid, day = ORDERS.columns.index("srid"), ORDERS.columns.index("day")
+    moved = conn.execute(
+        sql_file("orders_moved_lines"),
+        {"cabinet_id": cabinet_id, "srids": [r[srid] for r in rows], "days": [r[day] for r in rows]},
+    ).fetchall()
+    for order_day, left_day in moved:
+        run.finance_days.setdefault(order_day, set()).add(left_day)
 
 
 class _Yield(Exception):

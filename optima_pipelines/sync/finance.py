@@ -40,7 +40,7 @@ from psycopg import sql
 
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import MergeResult, merge_rows
-from optima_pipelines.sync.runs import Connect, SyncRun, finish, sql_file
+from optima_pipelines.sync.runs import Connect, SyncRun, finish, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import MOSCOW, as_moscow, today_moscow
 from optima_pipelines.wb import ReportLine, WbClient, WbDeferred
@@ -97,7 +97,7 @@ def load_report(
     run = SyncRun(QUEUE, FEED, cabinet_id, run_id, trigger)
     window = {"date_from": date_from.isoformat(), "date_to": date_to.isoformat()}
     after = 0
-    with connect() as conn:
+    with page_connection(connect) as conn:
         if state_feed is not None:
             cursor = get_state(conn, cabinet_id, state_feed).cursor or {}
             if not cursor.get("complete", True) and all(cursor.get(k) == v for k, v in window.items()):

@@ -19,7 +19,7 @@ from datetime import date, timedelta
 import psycopg
 
 from optima_pipelines.load import merge_rows
-from optima_pipelines.sync.runs import Connect, SyncRun, finish
+from optima_pipelines.sync.runs import Connect, SyncRun, finish, page_connection
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import FunnelDay, FunnelProduct, WbClient, WbDeferred
@@ -73,7 +73,7 @@ def sync_funnel(
 
     With ``state_feed``, days left by an earlier deferred run are loaded first."""
     run = SyncRun(QUEUE, FEED, cabinet_id, run_id, trigger)
-    with connect() as conn:
+    with page_connection(connect) as conn:
         if state_feed is not None:
             cursor = get_state(conn, cabinet_id, state_feed).cursor or {}
             pending = [date.fromisoformat(d) for d in cursor.get("pending", [])]

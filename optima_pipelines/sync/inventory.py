@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import date
 
 from optima_pipelines.load import merge_rows
-from optima_pipelines.sync.runs import Connect, SyncRun, finish
+from optima_pipelines.sync.runs import Connect, SyncRun, finish, page_connection
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import Stock, WbClient, WbDeferred
 
@@ -30,7 +30,7 @@ def sync_stocks(
     run = SyncRun(QUEUE, FEED, cabinet_id, run_id, trigger)
     day = day or today_moscow()
     snapshot: list[Stock] = []
-    with connect() as conn:
+    with page_connection(connect) as conn:
         try:
             for page in client.iter_stocks():
                 run.requests += 1

@@ -4,13 +4,15 @@ The finance report, ads, the funnel, the catalog, stocks and news each return ``
 fetched and merged per business day, rows removed, deferral, and (finance) the days whose РНП
 rollups the written lines affect. Assets turn them into materializations and run metadata, and
 ``finish`` records them for /metrics (``ops.records.record_feed_sync``) in the transaction that
-also marks the sync state, so figures and state commit together.
+also marks the sync state, so figures and state commit together. Loads run on a
+``page_connection``: each page commits with its resume point in a transaction of its own.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from functools import cache
@@ -37,6 +39,20 @@ _SQL_DIR = Path(__file__).resolve().parent / "sql"
 def sql_file(name: str) -> str:
     """The text of ``sync/sql/<name>.sql`` (packaged by setup.py's ``**/*.sql``)."""
     return (_SQL_DIR / f"{name}.sql").read_text()
+
+
+@contextmanager
+def page_connection(connect: Connect) -> Iterator[psycopg.Connection]:
+    """The connection of a page-by-page load, in autocommit mode: each ``with conn.transaction()``
+    on it is a top-level transaction that commits when its block ends, whatever ran before it.
+
+    On a connection that is not in autocommit, any statement outside a block (reading the sync
+    state, say) opens an implicit transaction, every later block becomes a savepoint inside it, and
+    an exception on page N rolls back pages 1..N-1 and their cursor with it. Every write on this
+    connection must be inside a ``conn.transaction()`` block (merge_rows checks that it is)."""
+    with connect() as conn:
+        conn.autocommit = True
+        yield conn
 
 
 def _now() -> datetime:

@@ -178,3 +178,26 @@ def test_a_short_page_that_is_not_the_last_does_not_end_the_report(wb, warehouse
     assert warehouse_lines(warehouse_conn, "c1", first, last) == truth
     assert run.rows_fetched == len(truth) > 5_000 // 3
     assert run.summary()["wb_requests"] == 4  # three pages and the 204
+
+
+def test_a_failure_on_a_later_page_keeps_the_pages_before_it_and_the_cursor(wb, warehouse_conn, dagster_instance):
+    first, last = fin.report_window()
+    truth = truth_lines(wb, "c1", first, last)
+    wb.finance_page_cap = len(truth) // 3 + 1
+    wb.faults.set("POST finance/api/finance/v1/sales-reports/detailed", truncate=True, after=1, times=1)
+
+    assert not run_job("finance_sync", dagster_instance, "c1").success  # page 2 is broken JSON
+    stored = warehouse_lines(warehouse_conn, "c1", first, last)
+    page_one = sorted(truth)[: wb.finance_page_cap]
+    assert sorted(stored) == page_one  # page 1 committed on its own, with its resume point
+    cursor = get_state(warehouse_conn, "c1", fin.STATE_FEED).cursor
+    assert (cursor["after_rrd_id"], cursor["complete"]) == (page_one[-1], False)
+
+    result = run_job("finance_sync", dagster_instance, "c1")  # WB answers again: resume after page 1
+    assert result.success
+    assert warehouse_lines(warehouse_conn, "c1", first, last) == truth
+    syncs = warehouse_conn.execute(
+        "SELECT status, rows_fetched FROM ops_feed_syncs WHERE cabinet_id = 'c1' AND feed = %s ORDER BY id",
+        (fin.FEED,),
+    ).fetchall()
+    assert syncs == [("failure", 0), ("success", len(truth) - len(page_one))]  # no line fetched twice

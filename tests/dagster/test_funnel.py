@@ -122,3 +122,15 @@ def test_a_fault_storm_still_ends_with_wbs_funnel(wb, warehouse_conn, dagster_in
     wb.faults.clear()
     assert storm.fired > 0
     assert funnel_in_warehouse(warehouse_conn, "c1") == funnel_of_truth(wb, "c1", funnel.funnel_window())
+
+
+def test_a_failure_on_a_later_day_keeps_the_days_before_it_and_the_days_to_go(wb, warehouse_conn, dagster_instance):
+    days = funnel.funnel_window()
+    wb.faults.set("POST analytics/api/analytics/v3/sales-funnel/products", truncate=True, after=1, times=1)
+
+    assert not run_job("funnel_sync", dagster_instance, "c1").success  # the second day's answer is broken
+    assert funnel_in_warehouse(warehouse_conn, "c1") == funnel_of_truth(wb, "c1", days[:1])
+    assert get_state(warehouse_conn, "c1", funnel.STATE_FEED).cursor == {"pending": [d.isoformat() for d in days[1:]]}
+
+    assert run_job("funnel_sync", dagster_instance, "c1").success
+    assert funnel_in_warehouse(warehouse_conn, "c1") == funnel_of_truth(wb, "c1", days)

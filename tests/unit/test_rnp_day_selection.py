@@ -55,6 +55,7 @@ def test_feed_event_parses_partition_trigger_and_affected_days():
         ("wb_report_lines", "c1|2026-11-20", {"affected_days": "not json"}, "is not a JSON list"),
         ("wb_report_lines", "c1|2026-11-20", {"affected_days": MetadataValue.json({"a": 1})}, "must be a list"),
         ("wb_report_lines", "c1|2026-11-20", {"affected_days": MetadataValue.json(["2026-11-x"])}, "'2026-11-x'"),
+        ("wb_orders", "c1|2026-11-20", {"finance_days": MetadataValue.json(["11/02"])}, "finance_days contains"),
         ("prices", "c1|2026-11-20", {}, "is not a feed of the РНП"),
     ],
 )
@@ -87,6 +88,19 @@ def test_each_feed_demands_its_rollup_and_funnel_or_stock_only_the_merge():
         ("c2", d(-1)): set(),
     }
     assert wanted.out_of_range == []
+
+
+def test_orders_that_move_report_lines_demand_the_finance_of_both_days():
+    """An order that arrives after its report lines (``finance_days``: where the lines are now)
+    recomputes rnp_finance on those days and on its own day, where the lines go."""
+    event = parse_feed_event("wb_orders", "c1|2026-11-20", {"finance_days": MetadataValue.json(["2026-11-23"])})
+    assert event.finance_days == (d(3),)
+    wanted = demands_from_events([event, FeedEvent("wb_orders", "c1", d(1))], FIRST, LAST)
+    assert wanted.demands == {
+        ("c1", D): {"rnp_sales", "rnp_finance"},
+        ("c1", d(3)): {"rnp_finance"},
+        ("c1", d(1)): {"rnp_sales"},
+    }
 
 
 def test_days_outside_the_partitions_are_reported_not_demanded():
