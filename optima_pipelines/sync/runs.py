@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from functools import cache
@@ -59,6 +60,21 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+_STARTED: ContextVar[list[SyncRun] | None] = ContextVar("optima_started_sync_runs", default=None)
+
+
+@contextmanager
+def collect_runs() -> Iterator[list[SyncRun]]:
+    """Every ``SyncRun`` created inside the block (same thread), in order: a job whose sync fails
+    after storing pages still has them to report (the next run resumes after those pages)."""
+    started: list[SyncRun] = []
+    token = _STARTED.set(started)
+    try:
+        yield started
+    finally:
+        _STARTED.reset(token)
+
+
 @dataclass
 class SyncRun:
     """One feed (a table / asset) of one sync run for one cabinet."""
@@ -83,6 +99,9 @@ class SyncRun:
     def __post_init__(self) -> None:
         if self.trigger not in TRIGGERS:
             raise ValueError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
+        started = _STARTED.get()
+        if started is not None:
+            started.append(self)
 
     def fetched(self, days: Iterable[date | None]) -> None:
         """Count fetched rows (one per item of ``days``; None for rows without a business day)."""
