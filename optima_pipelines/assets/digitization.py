@@ -50,6 +50,7 @@ from optima_pipelines.retries import (
 )
 from optima_pipelines.runconfig import op_name
 from optima_pipelines.sync import digitization as dg
+from optima_pipelines.sync.runs import collect_runs
 from optima_pipelines.timeutil import today_moscow
 
 QUEUE = dg.QUEUE
@@ -190,30 +191,37 @@ def _sync(
     runs: list[dg.FeedRun] = []
     # Imports are a person waiting: wait out WB's per-minute statistics limit between pages.
     max_wait = INTERACTIVE_MAX_WAIT_SECONDS if mode == "import" else None
-    with wb.client(cabinet_id, max_wait_seconds=max_wait) as client:
-        for feed in (dg.ORDERS, dg.SALES):
-            if mode == "increment":
-                start: datetime | date = dg.increment_start(warehouse.connect, feed, cabinet_id)
-                cursor_feed: str | None = feed.name
-            else:
-                first = _window_first_day(config, today)
-                start, cursor_feed = dg.window_start(first), None
-                if mode == "import":
-                    whole_period = [first + timedelta(days=i) for i in range((today - first).days + 1)]
-            run = dg.load_feed(
-                warehouse.connect,
-                client,
-                feed,
-                cabinet_id,
-                start,
-                flag=0,
-                run_id=context.run_id,
-                trigger=trigger,
-                cursor_feed=cursor_feed,
-                should_yield=None if mode == "import" else _user_run_waiting(context.instance, cabinet_id),
-            )
-            runs.append(run)
-            context.log.info(f"{feed.name} of {cabinet_id} from {start}: {run.summary()}")
+    with wb.client(cabinet_id, max_wait_seconds=max_wait) as client, collect_runs() as started:
+        try:
+            for feed in (dg.ORDERS, dg.SALES):
+                if mode == "increment":
+                    start: datetime | date = dg.increment_start(warehouse.connect, feed, cabinet_id)
+                    cursor_feed: str | None = feed.name
+                else:
+                    first = _window_first_day(config, today)
+                    start, cursor_feed = dg.window_start(first), None
+                    if mode == "import":
+                        whole_period = [first + timedelta(days=i) for i in range((today - first).days + 1)]
+                run = dg.load_feed(
+                    warehouse.connect,
+                    client,
+                    feed,
+                    cabinet_id,
+                    start,
+                    flag=0,
+                    run_id=context.run_id,
+                    trigger=trigger,
+                    cursor_feed=cursor_feed,
+                    should_yield=None if mode == "import" else _user_run_waiting(context.instance, cabinet_id),
+                )
+                runs.append(run)
+                context.log.info(f"{feed.name} of {cabinet_id} from {start}: {run.summary()}")
+        except Exception:
+            # Pages stored before the failure stay, with the cursor after them, and the next run
+            # resumes there: their days are reported now, or the РНП re-aggregation never hears of them.
+            stored = [r for r in started if isinstance(r, dg.FeedRun)]
+            _record_changes(context, cabinet_id, stored, trigger=trigger, whole_period=[], request_id=config.request_id)
+            raise
     _record_changes(context, cabinet_id, runs, trigger=trigger, whole_period=whole_period, request_id=config.request_id)
     result = {run.feed.name: run.summary() for run in runs}
     deferred = [r for r in runs if r.deferred_until is not None]

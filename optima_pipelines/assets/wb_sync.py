@@ -239,7 +239,7 @@ def run_cabinet_sync(
     cabinet_id = config.cabinet_id
     trigger = run_trigger(dict(context.run.tags), spec.user_trigger or "manual")
     call = SyncCall(context, config, warehouse, wb, trigger, INTERACTIVE_MAX_WAIT_SECONDS if spec.user else None)
-    started: list[SyncRun] = []
+    started: list[object] = []
     try:
         with warehouse.connect() as conn:
             get_cabinet(conn, cabinet_id)
@@ -261,7 +261,7 @@ def run_cabinet_sync(
         # after them: their days are reported now, or the РНП re-aggregation never hears of them.
         emit_days(
             context,
-            [r for r in started if r.feed not in spec.cabinet_partitioned],
+            [r for r in started if isinstance(r, SyncRun) and r.feed not in spec.cabinet_partitioned],
             trigger=trigger,
             request_id=config.request_id,
         )

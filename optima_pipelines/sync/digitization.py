@@ -25,7 +25,7 @@ import psycopg
 
 from optima_pipelines.load import MergeResult, merge_rows
 from optima_pipelines.ops.records import record_feed_sync
-from optima_pipelines.sync.runs import Connect, page_connection, sql_file
+from optima_pipelines.sync.runs import Connect, note_started, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
 from optima_pipelines.timeutil import MOSCOW, now_moscow
 from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
@@ -80,6 +80,9 @@ class FeedRun:
     #: (they were placed on their own day, or on the order's former day). The РНП's finance rollup
     #: of both must be recomputed: reported as ``finance_days``.
     finance_days: dict[date, set[date]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        note_started(self)
 
     @property
     def changed_days(self) -> set[date]:

@@ -60,19 +60,27 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-_STARTED: ContextVar[list[SyncRun] | None] = ContextVar("optima_started_sync_runs", default=None)
+_STARTED: ContextVar[list[object] | None] = ContextVar("optima_started_sync_runs", default=None)
 
 
 @contextmanager
-def collect_runs() -> Iterator[list[SyncRun]]:
-    """Every ``SyncRun`` created inside the block (same thread), in order: a job whose sync fails
-    after storing pages still has them to report (the next run resumes after those pages)."""
-    started: list[SyncRun] = []
+def collect_runs() -> Iterator[list[object]]:
+    """Every run record (``SyncRun``, digitization's ``FeedRun``) created inside the block (same
+    thread), in order: a job whose sync fails after storing pages still has them to report, since
+    the next run resumes after those pages."""
+    started: list[object] = []
     token = _STARTED.set(started)
     try:
         yield started
     finally:
         _STARTED.reset(token)
+
+
+def note_started(run: object) -> None:
+    """A run record was created: the innermost ``collect_runs`` block (if any) gets it."""
+    started = _STARTED.get()
+    if started is not None:
+        started.append(run)
 
 
 @dataclass
@@ -99,9 +107,7 @@ class SyncRun:
     def __post_init__(self) -> None:
         if self.trigger not in TRIGGERS:
             raise ValueError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
-        started = _STARTED.get()
-        if started is not None:
-            started.append(self)
+        note_started(self)
 
     def fetched(self, days: Iterable[date | None]) -> None:
         """Count fetched rows (one per item of ``days``; None for rows without a business day)."""
