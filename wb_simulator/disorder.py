@@ -10,7 +10,7 @@ Modes (rates between 0 and 1):
 - ``late_orders``: share of orders the orders feed delivers 6 hours to 4 days after they were placed
   (their first ``lastChangeDate``); their sales rows and report lines may come first, so a report
   line can reference an order the statistics feed has not delivered yet;
-- ``late_cancellations``: share of cancellations that come 2 to 5 weeks after the order;
+- ``late_cancellations``: share of cancellations that come 8 days to 5 weeks after the order;
 - ``foreign_returns``: share of days with a return (``R…`` in the sales feed, a «Возврат» and a
   logistics line in the report) of an order placed 95 to 150 days before, outside every window
   the orders feed serves (WB keeps 90 days): its ``srid`` matches no order a client can know;
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 LATE_ORDER_MIN = 6 * 3600
 LATE_ORDER_MAX = 4 * 86400
 #: A late cancellation comes this long after the order (seconds).
-LATE_CANCEL_MIN = 14 * 86400
+LATE_CANCEL_MIN = 8 * 86400
 LATE_CANCEL_MAX = 35 * 86400
 #: A foreign return's order was placed this many days before the return.
 FOREIGN_ORDER_DAYS = (95, 150)

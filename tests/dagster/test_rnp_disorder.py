@@ -41,7 +41,7 @@ from wb_simulator import CabinetSpec, Disorder, Simulator
 #: WB still has statistics for the ad sync's days).
 LAG = timedelta(days=1)
 #: Random steps per seed, before the final sync of every feed.
-STEPS = 8
+STEPS = 7
 
 
 #: Every mode on; the finance report in many short pages, so that a sync often fails on a later page.
@@ -69,7 +69,7 @@ def world(seed: int) -> Simulator:
             id=cabinet,
             products=3 + i,
             orders_per_day=8 + 4 * i,
-            history_days=15,
+            history_days=10,
             campaigns=2,
             cancel_rate=0.3,
             return_rate=0.2,
