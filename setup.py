@@ -1,6 +1,6 @@
 """Packaging for optima_pipelines: the Dagster deployment that replaces Optima's BullMQ jobs."""
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 
 DAGSTER_VERSION = "1.13.27"
 
@@ -9,7 +9,12 @@ setup(
     version="0.1.0",
     description="Dagster deployment for Optima: WB data syncs, the РНП mart and the WB engines",
     python_requires=">=3.11",
-    packages=find_packages(exclude=["tests", "tests.*", "bench", "bench.*"]),
+    # Namespace packages: the folders that hold only data (SQL, migrations, the packaged dagster.yaml)
+    # are packages too, so setuptools installs them without a "Package would be ignored" warning.
+    packages=find_namespace_packages(
+        include=["optima_pipelines", "optima_pipelines.*", "wb_simulator", "wb_simulator.*"],
+        exclude=["*.__pycache__"],
+    ),
     include_package_data=True,
     package_data={
         "optima_pipelines": [
@@ -19,7 +24,7 @@ setup(
             "db/migrations/versions/*.py",
             "deploy/*.yaml",
         ],
-        "wb_simulator": ["**/*.json"],
+        "wb_simulator": ["**/*.json", "openapi/*.yaml", "openapi/SHA256SUMS", "openapi/README.md"],
     },
     install_requires=[
         # Dagster pinned exactly: unpinned, pip resolves dagster-postgres to a broken 0.11.x.

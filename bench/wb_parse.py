@@ -104,12 +104,12 @@ _FIELDS: list[tuple[str, str, str, bool]] = [  # attribute, WB key, kind, requir
     ("income_id", "incomeID", _INT, False),
     ("is_supply", "isSupply", _BOOL, False),
     ("is_realization", "isRealization", _BOOL, False),
-    ("total_price", "totalPrice", _MONEY, True),
-    ("discount_percent", "discountPercent", _INT, True),
-    ("spp", "spp", _MONEY, True),
-    ("finished_price", "finishedPrice", _MONEY, True),
-    ("price_with_disc", "priceWithDisc", _MONEY, True),
-    ("is_cancel", "isCancel", _BOOL, True),
+    ("total_price", "totalPrice", _MONEY, False),
+    ("discount_percent", "discountPercent", _INT, False),
+    ("spp", "spp", _MONEY, False),
+    ("finished_price", "finishedPrice", _MONEY, False),
+    ("price_with_disc", "priceWithDisc", _MONEY, False),
+    ("is_cancel", "isCancel", _BOOL, False),
     ("cancel_date", "cancelDate", _TS, False),
     ("sticker", "sticker", _STR, False),
 ]
@@ -136,8 +136,7 @@ def parse_stdlib(body: bytes) -> list[Order]:
             if value is None:
                 if required:
                     raise ValueError(f"{where}: required field missing")
-                values[attr] = None
-                continue
+                continue  # Order's default (None; isCancel False)
             if kind == _STR:
                 if not isinstance(value, str):
                     raise ValueError(f"{where}: expected a string")

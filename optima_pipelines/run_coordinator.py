@@ -14,6 +14,7 @@ from typing import Any
 
 from dagster import DagsterRun, QueuedRunCoordinator, SubmitRunContext
 
+from optima_pipelines.dagster_internals import coordinator_instance, replace_run_queue_config
 from optima_pipelines.partitions import RANGE_END_TAG, RANGE_START_TAG
 from optima_pipelines.queues import (
     QUEUES,
@@ -74,8 +75,9 @@ class OptimaRunCoordinator(QueuedRunCoordinator):
         asset_keys = [k.to_user_string() for k in (run.asset_selection or [])]
         extra = derive_gate_tags(run.tags, asset_keys, run.run_config)
         if extra:
-            self._instance.add_run_tags(run.run_id, extra)
-            refreshed = self._instance.get_run_by_id(run.run_id)
+            instance = coordinator_instance(self)
+            instance.add_run_tags(run.run_id, extra)
+            refreshed = instance.get_run_by_id(run.run_id)
             if refreshed is not None:
                 context = SubmitRunContext(refreshed, context.workspace)
         return super().submit_run(context)
@@ -84,7 +86,7 @@ class OptimaRunCoordinator(QueuedRunCoordinator):
         config = super().get_run_queue_config()
         settings = load_settings()
         if settings.max_concurrent_runs is not None:
-            config = config._replace(max_concurrent_runs=settings.max_concurrent_runs)
+            config = replace_run_queue_config(config, max_concurrent_runs=settings.max_concurrent_runs)
         limit = settings.sync_queue_concurrency
         if limit is None:
             return config
@@ -93,4 +95,4 @@ class OptimaRunCoordinator(QueuedRunCoordinator):
             if item.get("key") == TAG_QUEUE_CLASS and item.get("value") == "sync":
                 item = {**item, "limit": limit}
             limits.append(dict(item))
-        return config._replace(tag_concurrency_limits=limits)
+        return replace_run_queue_config(config, tag_concurrency_limits=limits)

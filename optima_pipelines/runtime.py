@@ -70,6 +70,15 @@ class Deployment:
         """Make this process itself see the deployment (for in-process Dagster calls)."""
         os.environ.update({k: v for k, v in self.child_env().items() if k.startswith(("OPTIMA_", "DAGSTER_HOME"))})
 
+    def upgrade_dagster_storage(self) -> None:
+        """Create Dagster's run, event-log and schedule storage in its schema, or migrate it to the pinned
+        Dagster's version, so that /metrics and the health check read it before any Dagster process ran."""
+        from dagster import DagsterInstance
+
+        self.apply_env()
+        with DagsterInstance.get() as instance:  # dagster-postgres creates missing tables on open
+            instance.upgrade(print_fn=lambda _message: None)
+
 
 def prepare_dagster_home(settings: Settings) -> Path:
     home = settings.state_dir / "dagster" / settings.env

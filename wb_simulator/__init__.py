@@ -1,7 +1,7 @@
 """A local simulator of the Wildberries seller API, for tests and the demo. Never imported by production code.
 
 It serves, over real HTTP, the WB methods Optima's client calls, with the shapes of WB's own OpenAPI
-files (``../shared/wb-openapi/``), each WB category under a path prefix: ``{base}/{category}{wb path}``
+files (vendored in ``wb_simulator/openapi/``), each WB category under a path prefix: ``{base}/{category}{wb path}``
 with categories ``statistics``, ``finance``, ``advert``, ``analytics``, ``content``, ``prices``,
 ``feedbacks``, ``common``, ``supplies`` (statistics-api, finance-api, advert-api,
 seller-analytics-api, content-api, discounts-prices-api, feedbacks-api, common-api, supplies-api),

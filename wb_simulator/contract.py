@@ -4,11 +4,12 @@ WB's files name WB's hosts as servers; the simulator serves each category under 
 ``Contract`` therefore matches an operation by method and WB path (the URL path without the
 ``/{category}`` prefix) in the files of that category, and validates with openapi-core::
 
-    contract = Contract()                       # finds ../shared/wb-openapi/ above the repository
+    contract = Contract()                       # WB's files vendored in wb_simulator/openapi/
     contract.validate(response)                 # an httpx.Response: its request and itself
 
 ``validate_request``/``validate_response`` check one side only. Errors are ``ContractError`` with
-openapi-core's explanation (which field, which schema).
+openapi-core's explanation (which field, which schema). ``response_schema`` gives one operation's
+answer schema (tests/unit/test_wb_spec_models.py walks the client's models against it).
 """
 
 from __future__ import annotations
@@ -44,17 +45,14 @@ class ContractError(AssertionError):
     """An exchange that does not match WB's spec."""
 
 
-def find_spec_dir(start: Path | None = None) -> Path:
-    """``$WB_OPENAPI_DIR``, else the first ``shared/wb-openapi`` in a folder above ``start``."""
+#: WB's OpenAPI files, vendored unchanged (their source and date: ``openapi/README.md``).
+SPEC_DIR = Path(__file__).resolve().parent / "openapi"
+
+
+def find_spec_dir() -> Path:
+    """``$WB_OPENAPI_DIR`` (to check against a newer copy of WB's files), else the vendored ``SPEC_DIR``."""
     env = os.environ.get("WB_OPENAPI_DIR")
-    if env:
-        return Path(env)
-    here = (start or Path(__file__)).resolve()
-    for folder in here.parents:
-        candidate = folder / "shared" / "wb-openapi"
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError(f"no shared/wb-openapi folder above {here}; set WB_OPENAPI_DIR")
+    return Path(env) if env else SPEC_DIR
 
 
 @dataclass
@@ -124,6 +122,16 @@ class Contract:
             if (method, wb_path) in self._paths[filename]:
                 return filename
         raise ContractError(f"{method} {category}{wb_path}: no such operation in WB's {category} spec files")
+
+    def response_schema(self, category: str, method: str, wb_path: str, status: str = "200") -> tuple[str, Any]:
+        """(file, schema) of one operation's JSON answer, ``$ref``s inlined and ``allOf`` merged."""
+        filename = self._file_for(category, method, wb_path)
+        self._api(filename)
+        operation = self._specs[filename]["paths"][wb_path][method.lower()]
+        try:
+            return filename, operation["responses"][status]["content"]["application/json"]["schema"]
+        except KeyError:
+            raise ContractError(f"{method} {category}{wb_path}: {filename} documents no JSON {status} answer") from None
 
     @staticmethod
     def split(url: httpx.URL) -> tuple[str, str]:

@@ -57,5 +57,8 @@ def run_forever(sim: Simulator, sock: socket.socket) -> None:
     """Serve ``sim`` on a bound socket in the foreground until interrupted (Ctrl-C, SIGTERM)."""
     try:
         _server(sim).run(sockets=[sock])
+    except KeyboardInterrupt:
+        # uvicorn shuts down on Ctrl-C, then raises the signal again: a stop asked for is a clean exit.
+        pass
     finally:
         sock.close()

@@ -50,7 +50,7 @@ from optima_pipelines.retries import (
 )
 from optima_pipelines.runconfig import op_name
 from optima_pipelines.sync import digitization as dg
-from optima_pipelines.sync.runs import collect_runs
+from optima_pipelines.sync.runs import stored_runs
 from optima_pipelines.timeutil import today_moscow
 
 QUEUE = dg.QUEUE
@@ -91,6 +91,8 @@ def _feed_asset(feed: dg.Feed, description: str):
                 run_id=context.run_id,
             )
         except Exception as exc:
+            # A range fetch that failed after some pages: report the days they changed.
+            _record_changes(context, cabinet_id, stored_runs(exc), trigger="backfill", whole_period=[], request_id=None)
             fail_on_permanent(exc, f"{feed.asset} {cabinet_id}|{day}")
             raise
         if run.deferred_until is not None:
@@ -149,7 +151,7 @@ class FeedSyncConfig(Config):
 
 
 def _record_changes(
-    context: OpExecutionContext,
+    context: OpExecutionContext | AssetExecutionContext,
     cabinet_id: str,
     runs: list[dg.FeedRun],
     *,
@@ -191,7 +193,7 @@ def _sync(
     runs: list[dg.FeedRun] = []
     # Imports are a person waiting: wait out WB's per-minute statistics limit between pages.
     max_wait = INTERACTIVE_MAX_WAIT_SECONDS if mode == "import" else None
-    with wb.client(cabinet_id, max_wait_seconds=max_wait) as client, collect_runs() as started:
+    with wb.client(cabinet_id, max_wait_seconds=max_wait) as client:
         try:
             for feed in (dg.ORDERS, dg.SALES):
                 if mode == "increment":
@@ -216,11 +218,13 @@ def _sync(
                 )
                 runs.append(run)
                 context.log.info(f"{feed.name} of {cabinet_id} from {start}: {run.summary()}")
-        except Exception:
-            # Pages stored before the failure stay, with the cursor after them, and the next run
-            # resumes there: their days are reported now, or the РНП re-aggregation never hears of them.
-            stored = [r for r in started if isinstance(r, dg.FeedRun)]
-            _record_changes(context, cabinet_id, stored, trigger=trigger, whole_period=[], request_id=config.request_id)
+        except Exception as exc:
+            # Pages committed before the failure stay (the next run resumes after them): report the
+            # days they changed, with the feeds loaded before, so that the РНП is recomputed there.
+            changed = [*runs, *stored_runs(exc)]
+            _record_changes(
+                context, cabinet_id, changed, trigger=trigger, whole_period=[], request_id=config.request_id
+            )
             raise
     _record_changes(context, cabinet_id, runs, trigger=trigger, whole_period=whole_period, request_id=config.request_id)
     result = {run.feed.name: run.summary() for run in runs}

@@ -41,7 +41,7 @@ from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.retries import DEFAULT_RETRY, INTERACTIVE_MAX_WAIT_SECONDS, SCHEDULED_RETRY, fail_on_permanent
 from optima_pipelines.runconfig import op_name
 from optima_pipelines.settings import load_settings
-from optima_pipelines.sync.runs import SyncRun, collect_runs, record_failure
+from optima_pipelines.sync.runs import SyncRun, record_failure, stored_runs
 from optima_pipelines.sync.state import mark_deferred
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import WbClient, WbDeferred, WbError
@@ -239,7 +239,6 @@ def run_cabinet_sync(
     cabinet_id = config.cabinet_id
     trigger = run_trigger(dict(context.run.tags), spec.user_trigger or "manual")
     call = SyncCall(context, config, warehouse, wb, trigger, INTERACTIVE_MAX_WAIT_SECONDS if spec.user else None)
-    started: list[object] = []
     try:
         with warehouse.connect() as conn:
             get_cabinet(conn, cabinet_id)
@@ -247,7 +246,7 @@ def run_cabinet_sync(
                 outbox.mark_running(conn, config.request_id, context.run_id)
                 conn.commit()
         ensure_cabinet_partition(context, cabinet_id)
-        with call.stack, collect_runs() as started:
+        with call.stack:
             runs = spec.body(call)
     except WbDeferred as deferred:  # a pause before any feed could store its state
         if spec.state_feed is not None and not spec.user:
@@ -257,14 +256,10 @@ def run_cabinet_sync(
             return
         raise Failure(description=f"{spec.name} of cabinet {cabinet_id}: {deferred}", allow_retries=False) from None
     except Exception as exc:
-        # Pages stored before the failure stay, with their resume point, and the next run resumes
-        # after them: their days are reported now, or the РНП re-aggregation never hears of them.
-        emit_days(
-            context,
-            [r for r in started if isinstance(r, SyncRun) and r.feed not in spec.cabinet_partitioned],
-            trigger=trigger,
-            request_id=config.request_id,
-        )
+        # Pages committed before the failure stay: report the days they changed (the retry, or the
+        # next run, resumes after them).
+        stored = [r for r in stored_runs(exc) if r.feed not in spec.cabinet_partitioned]
+        emit_days(context, stored, trigger=trigger, request_id=config.request_id)
         will_retry = (
             isinstance(exc, WbError) and exc.is_transient and context.retry_number < (spec.retry.max_retries or 0)
         )

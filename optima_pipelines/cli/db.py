@@ -15,10 +15,12 @@ def db_group() -> None:
 
 @db_group.command("upgrade")
 def upgrade_cmd() -> None:
-    """Create this environment's schemas and apply every pending migration."""
+    """Create this environment's schemas, apply every pending migration, and create (or migrate) Dagster's storage."""
     with open_deployment() as dep:
         rev = current_revision(dep.database_url, dep.schema)
         click.echo(f"{dep.schema} at revision {rev} (head {head_revision()}) on {dep.masked_url()}")
+        dep.upgrade_dagster_storage()
+        click.echo(f"{dep.settings.dagster_schema}: Dagster's storage ready")
 
 
 @db_group.command("url")

@@ -32,6 +32,7 @@ from typing import Any
 
 import psycopg
 
+from optima_pipelines.db.statements import upsert
 from optima_pipelines.engines.audit import begin_action, finish_action
 from optima_pipelines.sync.runs import Connect
 from optima_pipelines.wb import WbAuthError, WbClient, WbDeferred, WbError
@@ -297,14 +298,7 @@ def due_cabinets(conn: psycopg.Connection, now: datetime) -> dict[str, int]:
 
 
 def _save_state(conn: psycopg.Connection, rule_id: int, **values: Any) -> None:
-    columns = ", ".join(values)
-    placeholders = ", ".join(["%s"] * len(values))
-    updates = ", ".join(f"{k} = EXCLUDED.{k}" for k in values)
-    conn.execute(
-        f"INSERT INTO autobidder_state (rule_id, {columns}) VALUES (%s, {placeholders})"  # noqa: S608 (our names)
-        f" ON CONFLICT (rule_id) DO UPDATE SET {updates}",
-        (rule_id, *values.values()),
-    )
+    upsert(conn, "autobidder_state", {"rule_id": rule_id}, values)
 
 
 def _refresh_wb_minimums(

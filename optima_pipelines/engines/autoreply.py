@@ -40,6 +40,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from optima_pipelines.db.statements import update_where
 from optima_pipelines.engines.audit import begin_action, finish_action, record_action
 from optima_pipelines.wb import WbClient, WbError
 from optima_pipelines.wb.models import Feedback, Question
@@ -354,13 +355,7 @@ def check_send_payload(payload: Any) -> SendTarget:
 
 
 def _set_item(conn: psycopg.Connection, cabinet_id: str, item_id: str, state: str, **values: Any) -> None:
-    values = {"state": state, **values}
-    sets = ", ".join(f"{k} = %({k})s" for k in values)
-    conn.execute(
-        f"UPDATE autoreply_items SET {sets}, updated_at = now()"  # noqa: S608 - column names are ours
-        " WHERE cabinet_id = %(cabinet_id)s AND item_id = %(item_id)s",
-        {**values, "cabinet_id": cabinet_id, "item_id": item_id},
-    )
+    update_where(conn, "autoreply_items", {"cabinet_id": cabinet_id, "item_id": item_id}, {"state": state, **values})
 
 
 def send_answer(

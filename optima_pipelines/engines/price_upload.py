@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
+from optima_pipelines.db.statements import update_where
 from optima_pipelines.engines.audit import begin_action, finish_action
 from optima_pipelines.wb import PriceTaskResult, PriceUpdate, WbClient, WbError
 
@@ -67,12 +68,7 @@ def chunk_state(conn: psycopg.Connection, cabinet_id: str, intent_id: str) -> tu
 
 
 def _set_chunk(conn: psycopg.Connection, cabinet_id: str, intent_id: str, **values: object) -> None:
-    sets = ", ".join(f"{k} = %({k})s" for k in values)
-    conn.execute(
-        f"UPDATE price_upload_chunks SET {sets}, updated_at = now() "  # noqa: S608 - column names are ours
-        "WHERE cabinet_id = %(cabinet_id)s AND intent_id = %(intent_id)s",
-        {**values, "cabinet_id": cabinet_id, "intent_id": intent_id},
-    )
+    update_where(conn, "price_upload_chunks", {"cabinet_id": cabinet_id, "intent_id": intent_id}, values)
 
 
 def _outcome(intent_id: str, result: PriceTaskResult) -> ChunkOutcome:

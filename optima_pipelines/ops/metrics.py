@@ -42,10 +42,13 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from psycopg import sql
 
+from optima_pipelines.cabinets import STATUSES as CABINET_STATUSES
 from optima_pipelines.db.connection import connect
+from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.ops.records import METRIC_FAMILIES, metric_family
-from optima_pipelines.ops.sqlfiles import load
-from optima_pipelines.queues import TAG_QUEUE, TAG_SKIPPED
+from optima_pipelines.queues import ASSET_QUEUES, QUEUES, SKIPPED_ACCOUNT_BUSY, TAG_QUEUE, TAG_SKIPPED
+
+load = SqlFiles(__file__)
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +61,16 @@ WATERMARK_OVERLAP_SECONDS = 120
 
 FEED_FAMILIES = sorted({*METRIC_FAMILIES.values(), metric_family("")})
 TAGS = {"queue_tag": TAG_QUEUE, "skipped_tag": TAG_SKIPPED}
+
+# Every series a dashboard or an alert names exists from the first scrape, at 0 until something
+# happens: a query on a fresh deployment returns 0, not "no data".
+RUN_STATUSES = ("queued", "running", "success", "failure", "canceled")
+FINISHED_STATUSES = ("success", "failure", "canceled")
+#: The feeds each metric family reports: every asset synced from WB, under its queue's family.
+FEEDS_BY_FAMILY: dict[str, list[str]] = {family: [] for family in FEED_FAMILIES}
+for _asset, _queue in sorted(ASSET_QUEUES.items()):
+    if QUEUES[_queue].talks_to_wb:
+        FEEDS_BY_FAMILY[metric_family(_queue)].append(_asset)
 
 
 @dataclass
@@ -143,8 +156,11 @@ class OptimaCollector(Collector):
             "finished in the last 24 h",
             labels=["queue", "status"],
         )
+        counts = {(queue, status): 0 for queue in QUEUES for status in RUN_STATUSES}
         for queue, status, n in conn.execute(self._sql("queue_runs"), TAGS).fetchall():
-            jobs.add_metric([queue, status.lower()], n)
+            counts[(queue, status.lower())] = n
+        for (queue, status), n in sorted(counts.items()):
+            jobs.add_metric([queue, status], n)
 
         oldest = GaugeMetricFamily(
             "optima_queue_oldest_queued_run_age_seconds", "Age of the oldest queued run (0: none queued)"
@@ -152,17 +168,22 @@ class OptimaCollector(Collector):
         by_queue = GaugeMetricFamily(
             "optima_queue_oldest_queued_age_seconds", "Age of the oldest queued run, per queue", labels=["queue"]
         )
-        ages = conn.execute(self._sql("queued_age"), TAGS).fetchall()
-        for queue, age in ages:
-            by_queue.add_metric([queue], max(0.0, float(age)))
-        oldest.add_metric([], max([0.0, *(float(a) for _, a in ages)]))
+        ages = dict.fromkeys(QUEUES, 0.0)
+        for queue, age in conn.execute(self._sql("queued_age"), TAGS).fetchall():
+            ages[queue] = max(0.0, float(age))
+        for queue, age in sorted(ages.items()):
+            by_queue.add_metric([queue], age)
+        oldest.add_metric([], max(ages.values()))
 
         skipped = GaugeMetricFamily(
             "optima_queue_jobs_skipped",
             "Runs that ended skipped (reason: account-busy, ...) in the last 24 h",
             labels=["queue", "reason"],
         )
+        skips = {(queue, SKIPPED_ACCOUNT_BUSY): 0 for queue in QUEUES}
         for queue, reason, n in conn.execute(self._sql("skipped_runs"), TAGS).fetchall():
+            skips[(queue, reason)] = n
+        for (queue, reason), n in sorted(skips.items()):
             skipped.add_metric([queue, reason], n)
         return [jobs, oldest, by_queue, skipped]
 
@@ -194,14 +215,16 @@ class OptimaCollector(Collector):
             "Runs that finished while this exporter ran, by queue and final status",
             labels=["queue", "status"],
         )
-        for (queue, status), n in sorted(self._finished.items()):
+        counts = {(queue, status): 0 for queue in QUEUES for status in FINISHED_STATUSES} | self._finished
+        for (queue, status), n in sorted(counts.items()):
             finished.add_metric([queue, status], n)
         durations = HistogramMetricFamily(
             "optima_queue_job_duration_ms",
             "Run duration from start to end (ms), by queue, of runs that finished while this exporter ran",
             labels=["queue"],
         )
-        for queue, hist in sorted(self._durations.items()):
+        histograms = {queue: _Histogram() for queue in QUEUES} | self._durations
+        for queue, hist in sorted(histograms.items()):
             durations.add_metric([queue], hist.cumulative(), sum_value=hist.total_ms)
         return [finished, durations]
 
@@ -213,6 +236,11 @@ class OptimaCollector(Collector):
         for row in conn.execute(load("feed_sync_totals")).fetchall():
             by_family[metric_family(row[0])].append(row)
         for family, rows in by_family.items():
+            # A feed not synced yet: zero counts and no age (it has none).
+            synced = {row[1] for row in rows}
+            rows += [
+                (None, f, 0, 0, 0, 0, 0, 0, 0, 0, None, None, 0) for f in FEEDS_BY_FAMILY[family] if f not in synced
+            ]
             runs = CounterMetricFamily(f"{family}_runs", "Finished syncs by feed and status", labels=["feed", "status"])
             rows_total = CounterMetricFamily(
                 f"{family}_rows", "Rows fetched from WB / inserted / updated, by feed", labels=["feed", "kind"]
@@ -278,7 +306,8 @@ class OptimaCollector(Collector):
 
     def _collect_cabinets(self, conn: psycopg.Connection) -> list[Metric]:
         cabinets = GaugeMetricFamily("optima_cabinets", "Cabinets by status", labels=["status"])
-        for status, n in conn.execute(load("cabinets_by_status")).fetchall():
+        counts = dict.fromkeys(CABINET_STATUSES, 0) | dict(conn.execute(load("cabinets_by_status")).fetchall())
+        for status, n in sorted(counts.items()):
             cabinets.add_metric([status], n)
         return [cabinets]
 

@@ -22,10 +22,12 @@ from datetime import UTC, date, datetime
 import psycopg
 
 from optima_pipelines.cabinets import validate_cabinet_id
+from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.logs import redact
-from optima_pipelines.ops.sqlfiles import load
 from optima_pipelines.queues import QUEUES
+
+load = SqlFiles(__file__)
 
 STATUSES = ("success", "failure", "skipped")
 NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")

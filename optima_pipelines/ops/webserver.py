@@ -10,9 +10,10 @@ Why not a reverse proxy (nginx, or a Python one in front of a stock webserver)? 
 webserver listening somewhere else without auth (any local user could go around the proxy), a
 second process to run and watch, and WebSocket upgrade forwarding to get right; the in-process
 wrapper has none of that. Dagster offers no public hook to build its app outside its own command
-(that needs ``dagster._core`` imports), so we wrap the one call it makes to uvicorn instead; the
-Dagster version is pinned, and :func:`_fail_closed` makes a drift impossible to miss: when auth is
-configured and an unauthenticated request gets anything but 401, the process exits.
+(that needs ``dagster._core`` imports), so we wrap the one call it makes to uvicorn instead
+(``dagster_internals.serve_with_wrapped_app``, held to the pinned version by a contract test), and
+:func:`_fail_closed` makes a drift impossible to miss: when auth is configured and an
+unauthenticated request gets anything but 401, the process exits.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from optima_pipelines.dagster_internals import serve_with_wrapped_app
 from optima_pipelines.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -154,18 +156,16 @@ def _option(args: list[str], *names: str, default: str) -> str:
 
 def run(args: list[str], credentials: Credentials | None) -> None:
     """Run ``dagster-webserver ARGS`` in this process, behind basic auth when credentials are given."""
-    import uvicorn
     from dagster_webserver import cli as webserver_cli
 
-    if credentials is not None:
-        serve = uvicorn.run
+    def serve() -> None:
+        webserver_cli.cli.main(args=args, prog_name="dagster-webserver", auto_envvar_prefix="DAGSTER_WEBSERVER")
 
-        def serve_with_auth(app: Any, *a: Any, **kw: Any) -> Any:
-            return serve(BasicAuthMiddleware(app, credentials), *a, **kw)
-
-        uvicorn.run = serve_with_auth  # type: ignore[assignment]
-        host = _option(args, "-h", "--host", default="127.0.0.1")
-        port = int(_option(args, "-p", "--port", default="3000"))
-        prefix = _option(args, "-l", "--path-prefix", default="")
-        threading.Thread(target=_fail_closed, args=(host, port, prefix), daemon=True).start()
-    webserver_cli.cli.main(args=args, prog_name="dagster-webserver", auto_envvar_prefix="DAGSTER_WEBSERVER")
+    if credentials is None:
+        serve()
+        return
+    host = _option(args, "-h", "--host", default="127.0.0.1")
+    port = int(_option(args, "-p", "--port", default="3000"))
+    prefix = _option(args, "-l", "--path-prefix", default="")
+    threading.Thread(target=_fail_closed, args=(host, port, prefix), daemon=True).start()
+    serve_with_wrapped_app(lambda app: BasicAuthMiddleware(app, credentials), serve)

@@ -25,6 +25,7 @@ from dagster import (
 )
 
 from optima_pipelines.cadences import cadences, sensor_status
+from optima_pipelines.dagster_internals import GRPC_INFO_TAG
 from optima_pipelines.queues import SKIPPED_ACCOUNT_BUSY as ACCOUNT_BUSY
 from optima_pipelines.queues import TAG_SKIPPED, TAG_TRIGGER
 
@@ -111,8 +112,7 @@ def _run_pids(instance: DagsterInstance, run_id: str) -> list[tuple[int, float]]
 def _launched_here(tags: dict[str, str]) -> bool:
     import json
 
-    # Dagster keeps this as a hidden tag (".dagster/grpc_info"); older versions without the dot.
-    info = tags.get(".dagster/grpc_info") or tags.get("dagster/grpc_info")
+    info = tags.get(GRPC_INFO_TAG)
     if info is None:
         return False
     try:

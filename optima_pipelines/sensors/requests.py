@@ -28,10 +28,10 @@ from dagster import (
     SkipReason,
     sensor,
 )
-from dagster._core.storage.tags import WILL_RETRY_TAG  # the run-retry verdict (Dagster pinned exactly)
 
 from optima_pipelines import requests as outbox
 from optima_pipelines.cadences import cadence, sensor_status
+from optima_pipelines.dagster_internals import WILL_RETRY_TAG
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.queues import PRIORITY_USER, TAG_REQUEST_ID, TAG_TRIGGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse

@@ -20,7 +20,7 @@ from datetime import date, timedelta
 import psycopg
 
 from optima_pipelines.load import merge_rows
-from optima_pipelines.sync.runs import Connect, SyncRun, finish, page_connection
+from optima_pipelines.sync.runs import Connect, SyncRun, finish, note_stored, page_connection
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import AdStat, Campaign, WbClient, WbDeferred
@@ -141,6 +141,9 @@ def load_stats(
         except WbDeferred as deferred:
             finish(conn, [run], state_feed=state_feed, deferred=deferred)
             return run
+        except Exception as exc:
+            note_stored(exc, run)
+            raise
         finish(conn, [run], state_feed=state_feed)
     return run
 

@@ -4,9 +4,10 @@
   WB's cursor, each page merged as it comes; once the listing is complete, products WB no longer
   lists (deleted, or moved to the trash) are removed.
 - **Prices** (every 30 min, ``GET /api/v2/list/goods/filter`` → ``prices``): every product's current
-  price, seller's discount and club discount. ``price_history`` gains a row, valid from the sync's
-  time, whenever a product's (price, discount, club discount) differs from its latest history row:
-  WB keeps no history, so this table is it.
+  price, seller's discount and club discount (a product WB lists without sizes has no price, and
+  no row). ``price_history`` gains a row, valid from the sync's time, whenever a product's (price,
+  discount, club discount) differs from its latest history row: WB keeps no history, so this table
+  is it.
 - A **full cabinet sync** (on demand) is both.
 
 Both are snapshots by cabinet: WB's limits (content 100/min, prices 10 per 6 s) never make these
@@ -65,9 +66,11 @@ def sync_prices(
     seen: list[int] = []
     with page_connection(connect) as conn:
         try:
-            for page in client.iter_prices():
+            for listed in client.iter_prices():
                 prices.requests += 1
-                prices.fetched([None] * len(page))
+                prices.fetched([None] * len(listed))
+                # A product without sizes has no price: no row, as if WB did not list it (see Price).
+                page = [p for p in listed if p.priced]
                 nm_ids = [p.nm_id for p in page]
                 seen.extend(nm_ids)
                 with conn.transaction():

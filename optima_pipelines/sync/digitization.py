@@ -24,8 +24,9 @@ from typing import Any
 import psycopg
 
 from optima_pipelines.load import MergeResult, merge_rows
+from optima_pipelines.logs import get_logger
 from optima_pipelines.ops.records import record_feed_sync
-from optima_pipelines.sync.runs import Connect, note_started, page_connection, sql_file
+from optima_pipelines.sync.runs import Connect, note_stored, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
 from optima_pipelines.timeutil import MOSCOW, now_moscow
 from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
@@ -34,6 +35,7 @@ from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
 #: rows can appear with a lastChangeDate slightly before the newest one already seen.
 INCREMENT_OVERLAP = timedelta(hours=1)
 QUEUE = "digitization-sync"
+log = get_logger(__name__)
 #: WB keeps statistics rows for 90 days from the order.
 WB_HORIZON_DAYS = 90
 
@@ -54,8 +56,18 @@ class Feed:
         """The table columns a load writes: the cabinet, then the row model's own (day included)."""
         return ("cabinet_id", *self.model.COLUMNS)  # type: ignore[attr-defined]
 
+    def has_key(self, row: Any) -> bool:
+        """False for a row WB sent with an empty key (its spec allows an empty saleID): nothing to store it by."""
+        return all(getattr(row, k) for k in self.key[1:])
+
+    def keyless(self, page: Sequence[Any]) -> list[Any]:
+        return [r for r in page if not self.has_key(r)]
+
     def to_rows(self, page: Sequence[Any], cabinet_id: str, only_day: date | None = None) -> list[tuple[Any, ...]]:
-        return [(cabinet_id, *r.copy_row()) for r in page if only_day is None or r.day == only_day]
+        """The page's rows that have their key, of ``only_day`` if given."""
+        return [
+            (cabinet_id, *r.copy_row()) for r in page if self.has_key(r) and (only_day is None or r.day == only_day)
+        ]
 
 
 ORDERS = Feed(
@@ -71,6 +83,8 @@ class FeedRun:
 
     feed: Feed
     rows_fetched: int = 0
+    #: Rows WB sent without their key (``Feed.keyless``): not stored, logged with their srid.
+    rows_skipped: int = 0
     pages: int = 0
     merge: MergeResult = field(default_factory=MergeResult)
     cursor: datetime | None = None
@@ -81,9 +95,6 @@ class FeedRun:
     #: of both must be recomputed: reported as ``finance_days``.
     finance_days: dict[date, set[date]] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        note_started(self)
-
     @property
     def changed_days(self) -> set[date]:
         return self.merge.changed_days
@@ -91,6 +102,7 @@ class FeedRun:
     def summary(self) -> dict[str, Any]:
         return {
             "rows_fetched": self.rows_fetched,
+            "rows_skipped": self.rows_skipped,
             "rows_inserted": self.merge.inserted,
             "rows_updated": self.merge.updated,
             "pages": self.pages,
@@ -129,6 +141,17 @@ def load_feed(
             for page in feed.fetch(client, date_from, flag):
                 run.pages += 1
                 run.rows_fetched += len(page)
+                if keyless := feed.keyless(page):
+                    run.rows_skipped += len(keyless)
+                    log.warning(
+                        "%s of cabinet %s: skipped %d row(s) WB sent with an empty %s (srid %s): nothing to store "
+                        "them by until WB sends them with it",
+                        feed.name,
+                        cabinet_id,
+                        len(keyless),
+                        "/".join(feed.key[1:]),
+                        ", ".join(str(r.srid) for r in keyless),
+                    )
                 rows = feed.to_rows(page, cabinet_id, only_day)
                 with conn.transaction():
                     if feed is ORDERS:
@@ -153,6 +176,7 @@ def load_feed(
                 _record(conn, run, cabinet_id, run_id, trigger, started, "skipped")
             return run
         except Exception as exc:
+            note_stored(exc, run)
             with conn.transaction():
                 _record(
                     conn, run, cabinet_id, run_id, trigger, started, "failure", error=f"{exc.__class__.__name__}: {exc}"

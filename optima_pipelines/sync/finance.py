@@ -40,7 +40,7 @@ from psycopg import sql
 
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import MergeResult, merge_rows
-from optima_pipelines.sync.runs import Connect, SyncRun, finish, page_connection, sql_file
+from optima_pipelines.sync.runs import Connect, SyncRun, finish, note_stored, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import MOSCOW, as_moscow, today_moscow
 from optima_pipelines.wb import ReportLine, WbClient, WbDeferred
@@ -115,6 +115,9 @@ def load_report(
         except WbDeferred as deferred:
             finish(conn, [run], state_feed=state_feed, deferred=deferred)
             return run
+        except Exception as exc:
+            note_stored(exc, run)
+            raise
         with conn.transaction():
             if state_feed is not None:
                 save_cursor(conn, cabinet_id, state_feed, {**window, "after_rrd_id": 0, "complete": True}, run_id)

@@ -19,7 +19,7 @@ from datetime import date, timedelta
 import psycopg
 
 from optima_pipelines.load import merge_rows
-from optima_pipelines.sync.runs import Connect, SyncRun, finish, page_connection
+from optima_pipelines.sync.runs import Connect, SyncRun, finish, note_stored, page_connection
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import FunnelDay, FunnelProduct, WbClient, WbDeferred
@@ -110,6 +110,9 @@ def sync_funnel(
                     _save_pending(conn, cabinet_id, state_feed, remaining, run_id)
             finish(conn, [run], state_feed=state_feed, deferred=deferred)
             return run
+        except Exception as exc:
+            note_stored(exc, run)
+            raise
         finish(conn, [run], state_feed=state_feed)
     return run
 

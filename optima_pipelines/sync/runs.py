@@ -13,15 +13,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.load import MergeResult
 from optima_pipelines.ops.records import record_feed_sync
@@ -33,13 +31,8 @@ Connect = Callable[[], psycopg.Connection]
 #: Triggers as materialization metadata and /metrics know them (docs/ARCHITECTURE.md).
 TRIGGERS = ("scheduled", "user_import", "backfill", "manual")
 
-_SQL_DIR = Path(__file__).resolve().parent / "sql"
-
-
-@cache
-def sql_file(name: str) -> str:
-    """The text of ``sync/sql/<name>.sql`` (packaged by setup.py's ``**/*.sql``)."""
-    return (_SQL_DIR / f"{name}.sql").read_text()
+#: The text of ``sync/sql/<name>.sql``.
+sql_file = SqlFiles(__file__)
 
 
 @contextmanager
@@ -56,31 +49,24 @@ def page_connection(connect: Connect) -> Iterator[psycopg.Connection]:
         yield conn
 
 
+#: The attribute of an exception that carries what the pages committed before it changed.
+_STORED = "optima_stored_runs"
+
+
+def note_stored(exc: BaseException, *runs: Any) -> None:
+    """A load failed after some of its pages committed: attach its runs (SyncRun, FeedRun) to the
+    exception, so that the job still reports the days those pages changed before it fails (the
+    next run resumes after them and would never report them)."""
+    setattr(exc, _STORED, [*stored_runs(exc), *runs])
+
+
+def stored_runs(exc: BaseException) -> list[Any]:
+    """The runs ``note_stored`` attached to ``exc`` (none: nothing was committed, or no load ran)."""
+    return list(getattr(exc, _STORED, []))
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-_STARTED: ContextVar[list[object] | None] = ContextVar("optima_started_sync_runs", default=None)
-
-
-@contextmanager
-def collect_runs() -> Iterator[list[object]]:
-    """Every run record (``SyncRun``, digitization's ``FeedRun``) created inside the block (same
-    thread), in order: a job whose sync fails after storing pages still has them to report, since
-    the next run resumes after those pages."""
-    started: list[object] = []
-    token = _STARTED.set(started)
-    try:
-        yield started
-    finally:
-        _STARTED.reset(token)
-
-
-def note_started(run: object) -> None:
-    """A run record was created: the innermost ``collect_runs`` block (if any) gets it."""
-    started = _STARTED.get()
-    if started is not None:
-        started.append(run)
 
 
 @dataclass
@@ -107,7 +93,6 @@ class SyncRun:
     def __post_init__(self) -> None:
         if self.trigger not in TRIGGERS:
             raise ValueError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
-        note_started(self)
 
     def fetched(self, days: Iterable[date | None]) -> None:
         """Count fetched rows (one per item of ``days``; None for rows without a business day)."""

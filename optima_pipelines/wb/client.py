@@ -564,8 +564,10 @@ class WbClient:
         while True:
             if skip > FEEDBACKS_MAX_SKIP:
                 raise self._refuse(FEEDBACKS, "more than 200,000 feedbacks match: narrow with date_from/date_to")
-            data = self._get(FEEDBACKS, m._FeedbacksResponse, params={**params, "take": take, "skip": skip}).data
-            page = data.feedbacks if data else []
+            response = self._get(FEEDBACKS, m._FeedbacksResponse, params={**params, "take": take, "skip": skip})
+            if response.error:  # not an empty inbox: WB says the listing failed
+                raise self._answered_error(FEEDBACKS, response.errorText)
+            page = response.data.feedbacks if response.data else []
             if page:
                 yield page
             if len(page) < take:
@@ -604,8 +606,10 @@ class WbClient:
         while True:
             if skip + take > QUESTIONS_MAX_SKIP_TAKE:
                 raise self._refuse(QUESTIONS, "more than 10,000 questions match: narrow with date_from/date_to")
-            data = self._get(QUESTIONS, m._QuestionsResponse, params={**params, "take": take, "skip": skip}).data
-            page = data.questions if data else []
+            response = self._get(QUESTIONS, m._QuestionsResponse, params={**params, "take": take, "skip": skip})
+            if response.error:
+                raise self._answered_error(QUESTIONS, response.errorText)
+            page = response.data.questions if response.data else []
             if page:
                 yield page
             if len(page) < take:

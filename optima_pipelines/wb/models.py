@@ -3,8 +3,12 @@
 Conventions for every model:
 - attributes are snake_case, decoded from WB's camelCase keys (explicit names where WB's casing is
   irregular: ``incomeID``, ``saleID``, ``nmID``, ``sum_price``);
-- a field WB must send is required (its absence fails the decode naming the field); descriptive
-  text that WB may drop is optional;
+- a field is required only where WB's OpenAPI requires it, or where it is one of the model's
+  ``KEYS``: the few fields a sync cannot do without (a row's key, the day it is counted on, a
+  paging cursor, the listing itself), each with its reason. A missing key fails the page with
+  ``WbResponseError`` naming the endpoint and the field's JSON path. Every other field WB's spec
+  marks optional is optional here: absent, it is None (NULL in the warehouse) unless the field's
+  comment states another default (tests/unit/test_wb_spec_models.py holds every model to WB's files);
 - money is ``Decimal`` exactly as WB wrote it: JSON numbers (statistics) and the finance API's
   strings alike, never through float;
 - naive WB timestamps are Moscow wall time and become aware ``Europe/Moscow`` datetimes; aware ones
@@ -37,6 +41,13 @@ def _msk_or_none(dt: datetime | None) -> datetime | None:
     return _msk(dt)
 
 
+_STATISTICS_KEYS = {
+    "date": "the Moscow day the row is counted on (wb_orders/wb_sales.day, the РНП's day)",
+    "last_change_date": "the feed's paging cursor: the next page starts at the last row's lastChangeDate",
+    "nm_id": "the product the row is counted under (the РНП is keyed by nm_id)",
+}
+
+
 class _Row(msgspec.Struct, kw_only=True, gc=False):
     """A WB row that maps onto a warehouse table: COLUMNS are the struct's fields (their names are
     the table's columns) followed by ``DERIVED`` columns computed by ``derived()``."""
@@ -66,9 +77,14 @@ def _table(cls: R) -> R:
 
 @_table
 class Order(_Row, rename="camel", kw_only=True):
-    """One order (= one unit of goods) from ``GET /api/v1/supplier/orders``; table ``wb_orders``."""
+    """One order (= one unit of goods) from ``GET /api/v1/supplier/orders``; table ``wb_orders``.
+
+    Without ``priceWithDisc`` an order counts in the РНП's ``orders_count`` and adds nothing to
+    ``orders_sum``; without ``spp`` it is left out of ``avg_spp_percent``. An empty ``srid`` is
+    handled like a sale's empty ``saleID`` (see ``Sale``)."""
 
     DERIVED = ("day",)
+    KEYS: ClassVar[dict[str, str]] = {"srid": "the order's key (wb_orders' primary key)", **_STATISTICS_KEYS}
 
     srid: str
     date: datetime
@@ -89,12 +105,12 @@ class Order(_Row, rename="camel", kw_only=True):
     income_id: int | None = msgspec.field(default=None, name="incomeID")
     is_supply: bool | None = None
     is_realization: bool | None = None
-    total_price: Decimal
-    discount_percent: int
-    spp: Decimal
-    finished_price: Decimal
-    price_with_disc: Decimal
-    is_cancel: bool
+    total_price: Decimal | None = None
+    discount_percent: int | None = None
+    spp: Decimal | None = None
+    finished_price: Decimal | None = None
+    price_with_disc: Decimal | None = None
+    is_cancel: bool = False  # absent: not cancelled
     cancel_date: datetime | None = None
     sticker: str | None = None
 
@@ -114,12 +130,22 @@ class Order(_Row, rename="camel", kw_only=True):
 
 @_table
 class Sale(_Row, rename="camel", kw_only=True):
-    """A sale (``saleID`` S…) or a return (R…) from ``GET /api/v1/supplier/sales``; table ``wb_sales``."""
+    """A sale (``saleID`` S…) or a return (R…) from ``GET /api/v1/supplier/sales``; table ``wb_sales``.
+
+    WB's spec allows an empty ``saleID``. Such a row is neither a sale nor a return we can tell, and
+    has no key to find it again when WB sends it complete: the sync does not store it, counts it
+    (``rows_skipped``) and logs its srid; the rest of the page loads (``sync.digitization``). Without
+    ``priceWithDisc`` a sale counts in ``buyouts_count`` (a return in ``returns_count``) and adds
+    nothing to the sum."""
 
     DERIVED = ("day", "is_return")
+    KEYS: ClassVar[dict[str, str]] = {
+        "sale_id": "the row's key (wb_sales' primary key) and what tells a sale from a return",
+        **_STATISTICS_KEYS,
+    }
 
     sale_id: str = msgspec.field(name="saleID")
-    srid: str
+    srid: str | None = None
     date: datetime
     last_change_date: datetime
     g_number: str | None = None
@@ -138,18 +164,16 @@ class Sale(_Row, rename="camel", kw_only=True):
     income_id: int | None = msgspec.field(default=None, name="incomeID")
     is_supply: bool | None = None
     is_realization: bool | None = None
-    total_price: Decimal
-    discount_percent: int
-    spp: Decimal
-    payment_sale_amount: Decimal
-    for_pay: Decimal
-    finished_price: Decimal
-    price_with_disc: Decimal
+    total_price: Decimal | None = None
+    discount_percent: int | None = None
+    spp: Decimal | None = None
+    payment_sale_amount: Decimal | None = None
+    for_pay: Decimal | None = None
+    finished_price: Decimal | None = None
+    price_with_disc: Decimal | None = None
     sticker: str | None = None
 
     def __post_init__(self) -> None:
-        if not self.sale_id:
-            raise ValueError("saleID is empty")
         self.date = _msk(self.date)
         self.last_change_date = _msk(self.last_change_date)
 
@@ -270,22 +294,24 @@ class ReportLine(_Row, rename="camel", kw_only=True):
 
 
 class CampaignRef(msgspec.Struct, kw_only=True, gc=False):
-    """One campaign of ``GET /adv/v1/promotion/count``."""
+    """One campaign of ``GET /adv/v1/promotion/count`` (None: WB did not say)."""
 
     advert_id: int
-    type: int
-    status: int
-    change_time: datetime
+    type: int | None
+    status: int | None
+    change_time: datetime | None
 
 
 class _AdvertListEntry(msgspec.Struct, rename="camel", gc=False):
+    KEYS: ClassVar[dict[str, str]] = {"advert_id": "the campaign's id: what the entry is about"}
+
     advert_id: int
-    change_time: datetime
+    change_time: datetime | None = None
 
 
 class _AdvertGroup(msgspec.Struct, gc=False):
-    type: int
-    status: int
+    type: int | None = None
+    status: int | None = None
     advert_list: list[_AdvertListEntry] | None = None
 
 
@@ -677,7 +703,7 @@ class _StocksResponse(msgspec.Struct, gc=False):
 
 
 class CardSize(msgspec.Struct, kw_only=True, gc=False):
-    chrt_id: int = msgspec.field(name="chrtID")
+    chrt_id: int | None = msgspec.field(default=None, name="chrtID")
     tech_size: str | None = msgspec.field(default=None, name="techSize")
     wb_size: str | None = msgspec.field(default=None, name="wbSize")
     skus: list[str] = msgspec.field(default_factory=list)
@@ -698,17 +724,19 @@ class Card(msgspec.Struct, kw_only=True, gc=False):
         "wb_updated_at",
     )
 
+    KEYS: ClassVar[dict[str, str]] = {"nm_id": "the product's key (products' primary key)"}
+
     nm_id: int = msgspec.field(name="nmID")
-    imt_id: int = msgspec.field(name="imtID")
+    imt_id: int | None = msgspec.field(default=None, name="imtID")
     nm_uuid: str | None = msgspec.field(default=None, name="nmUUID")
-    subject_id: int = msgspec.field(name="subjectID")
+    subject_id: int | None = msgspec.field(default=None, name="subjectID")
     subject_name: str | None = msgspec.field(default=None, name="subjectName")
-    vendor_code: str = msgspec.field(name="vendorCode")
+    vendor_code: str | None = msgspec.field(default=None, name="vendorCode")
     brand: str | None = None
     title: str | None = None
-    sizes: list[CardSize] = msgspec.field(default_factory=list)
-    created_at: datetime = msgspec.field(name="createdAt")
-    updated_at: datetime = msgspec.field(name="updatedAt")
+    sizes: list[CardSize] = msgspec.field(default_factory=list)  # absent: no sizes, stored as []
+    created_at: datetime | None = msgspec.field(default=None, name="createdAt")
+    updated_at: datetime | None = msgspec.field(default=None, name="updatedAt")
 
     def copy_row(self) -> tuple[Any, ...]:
         """``sizes`` as JSON text (``[{chrtID, techSize, skus}]``) for the jsonb column."""
@@ -736,12 +764,22 @@ class CardsCursor(msgspec.Struct, frozen=True):
 
 
 class _CardsResponseCursor(msgspec.Struct, gc=False):
+    KEYS: ClassVar[dict[str, str]] = {
+        "total": "how the listing ends (below the limit: the last page); guessing would stop early, and the "
+        "cards sync deletes the products it did not see"
+    }
+
     total: int
     updated_at: str | None = msgspec.field(default=None, name="updatedAt")
     nm_id: int | None = msgspec.field(default=None, name="nmID")
 
 
 class _CardsResponse(msgspec.Struct, gc=False):
+    KEYS: ClassVar[dict[str, str]] = {
+        "cards": "the listing itself: taken as empty, the cards sync would delete every product",
+        "cursor": "where the listing goes on, and whether it ends (see total)",
+    }
+
     cards: list[Card]
     cursor: _CardsResponseCursor
 
@@ -766,7 +804,12 @@ class PriceSize(msgspec.Struct, rename="camel", kw_only=True, gc=False):
 class Price(msgspec.Struct, rename="camel", kw_only=True, gc=False):
     """A product's current price (``GET /api/v2/list/goods/filter``); table ``prices``. ``price``
     is before the seller's discount, per size; ``copy_row`` takes the first size's (all sizes share
-    it unless ``editable_size_price``) and keeps every size in ``sizes``."""
+    it unless ``editable_size_price``) and keeps every size in ``sizes``.
+
+    WB's spec allows ``sizes: []`` (or none): a product without a size has no price. The prices sync
+    stores no row for it, so it ends up like a product WB no longer lists (its ``prices`` row, if it
+    had one, is removed once the listing is complete; ``price_history`` keeps its past), and the
+    repricer leaves it alone."""
 
     COLUMNS: ClassVar[tuple[str, ...]] = (
         "nm_id",
@@ -778,18 +821,21 @@ class Price(msgspec.Struct, rename="camel", kw_only=True, gc=False):
         "sizes",
     )
 
+    KEYS: ClassVar[dict[str, str]] = {"nm_id": "the product's key (prices' primary key)"}
+
     nm_id: int = msgspec.field(name="nmID")
     vendor_code: str | None = None
-    sizes: list[PriceSize]
+    sizes: list[PriceSize] = msgspec.field(default_factory=list)
     currency: str | None = msgspec.field(default=None, name="currencyIsoCode4217")
-    discount: int
+    discount: int = 0  # absent: no seller's discount
     club_discount: int | None = None
     editable_size_price: bool = False
     is_bad_turnover: bool | None = None
 
-    def __post_init__(self) -> None:
-        if not self.sizes:
-            raise ValueError("sizes is empty: a product without a size has no price")
+    @property
+    def priced(self) -> bool:
+        """WB gave a price: the product has at least one size."""
+        return bool(self.sizes)
 
     @property
     def price(self) -> Decimal:
@@ -831,18 +877,22 @@ class PriceUpdate(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class _UploadData(msgspec.Struct, rename="camel", gc=False):
+    KEYS: ClassVar[dict[str, str]] = {"id": "the task's id: the only way to follow the upload"}
+
     id: int
     already_exists: bool = False
 
 
 class _UploadResponse(msgspec.Struct, gc=False):
-    data: _UploadData | None
+    data: _UploadData | None = None  # absent: the client reports "no task id" naming $.data
     error: bool = False
     errorText: str = ""
 
 
 class _TaskInfo(msgspec.Struct, rename="camel", kw_only=True, gc=False):
-    upload_id: int = msgspec.field(name="uploadID")
+    KEYS: ClassVar[dict[str, str]] = {"status": "the task's state: the one thing the call is asked for"}
+
+    upload_id: int | None = msgspec.field(default=None, name="uploadID")
     status: int
     upload_date: datetime | None = None
     activation_date: datetime | None = None
@@ -859,6 +909,11 @@ class _TaskResponse(msgspec.Struct, gc=False):
 class PriceTaskItem(msgspec.Struct, rename="camel", kw_only=True, gc=False):
     """One product of a processed price task: ``status`` 2 applied, 3 refused (``error_text`` says
     why, e.g. price quarantine)."""
+
+    KEYS: ClassVar[dict[str, str]] = {
+        "nm_id": "the product the outcome is about",
+        "status": "the outcome itself: applied (2) or refused (3)",
+    }
 
     nm_id: int = msgspec.field(name="nmID")
     vendor_code: str | None = None
@@ -883,15 +938,6 @@ class _HistoryGoodsData(msgspec.Struct, rename="camel", gc=False):
 
 class _HistoryGoodsResponse(msgspec.Struct, gc=False):
     data: _HistoryGoodsData | None = None
-
-
-class _BufferGoodsData(msgspec.Struct, rename="camel", gc=False):
-    upload_id: int | None = msgspec.field(default=None, name="uploadID")
-    buffer_goods: list[PriceTaskItem] | None = None
-
-
-class _BufferGoodsResponse(msgspec.Struct, gc=False):
-    data: _BufferGoodsData | None = None
 
 
 #: Price task statuses (``GET /api/v2/history/tasks``): 1 still processing (in WB's buffer).
@@ -925,33 +971,44 @@ class PriceTaskResult(msgspec.Struct, kw_only=True):
 
 
 class ProductDetails(msgspec.Struct, rename="camel", kw_only=True, gc=False):
-    nm_id: int
+    """The product a question is about (autoreply stores ``nm_id`` NULL when WB leaves it out: rules
+    limited to products then do not match it)."""
+
+    nm_id: int | None = None
     imt_id: int | None = None
     product_name: str | None = None
     supplier_article: str | None = None
     supplier_name: str | None = None
     brand_name: str | None = None
+
+
+class FeedbackProductDetails(ProductDetails, kw_only=True, gc=False):
+    """The product a feedback is about: a question's details and the size bought."""
+
     size: str | None = None
 
 
 class FeedbackAnswer(msgspec.Struct, kw_only=True, gc=False):
-    text: str
+    text: str = ""  # absent: an empty answer
     state: str | None = None
     editable: bool | None = None
 
 
 class Feedback(msgspec.Struct, rename="camel", kw_only=True, gc=False):
-    """A buyer's feedback (``GET /api/v1/feedbacks``)."""
+    """A buyer's feedback (``GET /api/v1/feedbacks``). Without ``productValuation`` it has no rating:
+    autoreply rules limited to ratings do not match it."""
+
+    KEYS: ClassVar[dict[str, str]] = {"id": "the feedback's key: what an answer is sent to"}
 
     id: str
-    text: str = ""
+    text: str = ""  # absent: empty, like pros and cons
     pros: str = ""
     cons: str = ""
-    product_valuation: int
-    created_date: datetime
-    state: str
+    product_valuation: int | None = None
+    created_date: datetime | None = None
+    state: str | None = None
     answer: FeedbackAnswer | None = None
-    product_details: ProductDetails
+    product_details: FeedbackProductDetails = msgspec.field(default_factory=FeedbackProductDetails)
     was_viewed: bool | None = None
     user_name: str | None = None
     order_status: str | None = None
@@ -959,29 +1016,39 @@ class Feedback(msgspec.Struct, rename="camel", kw_only=True, gc=False):
     subject_name: str | None = None
 
     def __post_init__(self) -> None:
-        self.created_date = _msk(self.created_date)
+        self.created_date = _msk_or_none(self.created_date)
+
+
+_LISTING = "the listing: taken as empty, autoreply would mark every open item answered elsewhere"
+_ITEM = "the item: without it a resent answer cannot be checked against WB"
 
 
 class _FeedbacksData(msgspec.Struct, rename="camel", gc=False):
+    KEYS: ClassVar[dict[str, str]] = {"feedbacks": _LISTING}
+
     feedbacks: list[Feedback]
     count_unanswered: int | None = None
     count_archive: int | None = None
 
 
 class _FeedbacksResponse(msgspec.Struct, gc=False):
+    KEYS: ClassVar[dict[str, str]] = {"data": _LISTING}
+
     data: _FeedbacksData | None
     error: bool = False
     errorText: str = ""
 
 
 class _FeedbackResponse(msgspec.Struct, gc=False):
+    KEYS: ClassVar[dict[str, str]] = {"data": _ITEM}
+
     data: Feedback | None
     error: bool = False
     errorText: str = ""
 
 
 class QuestionAnswer(msgspec.Struct, rename="camel", kw_only=True, gc=False):
-    text: str
+    text: str = ""  # absent: an empty answer
     editable: bool | None = None
     create_date: datetime | None = None
 
@@ -989,32 +1056,40 @@ class QuestionAnswer(msgspec.Struct, rename="camel", kw_only=True, gc=False):
 class Question(msgspec.Struct, rename="camel", kw_only=True, gc=False):
     """A buyer's question (``GET /api/v1/questions``)."""
 
+    KEYS: ClassVar[dict[str, str]] = {"id": "the question's key: what an answer is sent to"}
+
     id: str
-    text: str
-    created_date: datetime
-    state: str
+    text: str = ""  # absent: empty
+    created_date: datetime | None = None
+    state: str | None = None
     answer: QuestionAnswer | None = None
-    product_details: ProductDetails
+    product_details: ProductDetails = msgspec.field(default_factory=ProductDetails)
     was_viewed: bool | None = None
     is_warned: bool | None = None
 
     def __post_init__(self) -> None:
-        self.created_date = _msk(self.created_date)
+        self.created_date = _msk_or_none(self.created_date)
 
 
 class _QuestionsData(msgspec.Struct, rename="camel", gc=False):
+    KEYS: ClassVar[dict[str, str]] = {"questions": _LISTING}
+
     questions: list[Question]
     count_unanswered: int | None = None
     count_archive: int | None = None
 
 
 class _QuestionsResponse(msgspec.Struct, gc=False):
+    KEYS: ClassVar[dict[str, str]] = {"data": _LISTING}
+
     data: _QuestionsData | None
     error: bool = False
     errorText: str = ""
 
 
 class _QuestionResponse(msgspec.Struct, gc=False):
+    KEYS: ClassVar[dict[str, str]] = {"data": _ITEM}
+
     data: Question | None
     error: bool = False
     errorText: str = ""
@@ -1030,13 +1105,19 @@ class _EnvelopeResponse(msgspec.Struct, gc=False):
 
 class AcceptanceCoefficient(msgspec.Struct, rename="camel", kw_only=True, gc=False):
     """Acceptance on a warehouse for one day and box type (``GET /api/tariffs/v1/acceptance/coefficients``).
-    ``coefficient`` -1: closed; 0: free; ≥1: price multiplier. Tariffs stay WB's strings."""
+    ``coefficient`` -1: closed; 0: free; ≥1: price multiplier. Tariffs stay WB's strings. A slot WB
+    sends without its coefficient or ``allowUnload`` is taken as closed: never booked."""
+
+    KEYS: ClassVar[dict[str, str]] = {
+        "date": "the slot's day: what a booking task's date range is matched against",
+        "warehouse_id": "the slot's warehouse: what a booking task names",
+    }
 
     date: datetime
-    coefficient: Decimal
+    coefficient: Decimal = Decimal(-1)  # absent: closed
     warehouse_id: int = msgspec.field(name="warehouseID")
-    warehouse_name: str
-    allow_unload: bool
+    warehouse_name: str = ""  # absent: no name shown
+    allow_unload: bool = False  # absent: unloading not allowed
     box_type_id: int | None = msgspec.field(default=None, name="boxTypeID")
     storage_coef: str | None = None
     delivery_coef: str | None = None
@@ -1056,34 +1137,35 @@ class AcceptanceCoefficient(msgspec.Struct, rename="camel", kw_only=True, gc=Fal
 
 
 class NewsType(msgspec.Struct, gc=False):
-    id: int
-    name: str
+    id: int | None = None
+    name: str | None = None
 
 
 class News(msgspec.Struct, kw_only=True, gc=False):
     """A WB news item (``GET /api/communications/v2/news``); table ``kb_articles``."""
 
     COLUMNS: ClassVar[tuple[str, ...]] = ("news_id", "header", "content", "published_at", "types")
+    KEYS: ClassVar[dict[str, str]] = {"id": "the article's key (kb_articles' primary key) and the next page's fromID"}
 
     id: int
-    header: str
-    content: str
-    date: datetime
+    header: str = ""  # absent: empty, like content
+    content: str = ""
+    date: datetime | None = None  # absent: published_at NULL
     types: list[NewsType] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.date = _msk(self.date)
+        self.date = _msk_or_none(self.date)
 
     def copy_row(self) -> tuple[Any, ...]:
         return (self.id, self.header, self.content, self.date, msgspec.json.encode(self.types).decode())
 
 
 class _NewsResponse(msgspec.Struct, gc=False):
-    data: list[News]
+    data: list[News] = msgspec.field(default_factory=list)  # absent: no news
 
 
 class Ping(msgspec.Struct):
     """``GET /ping``: WB reached, the token valid for that category."""
 
-    TS: datetime
-    Status: str
+    TS: datetime | None = None
+    Status: str | None = None

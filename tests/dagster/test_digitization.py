@@ -283,3 +283,18 @@ def test_bad_import_requests_fail_with_a_reason_and_launch_nothing(
     assert request.status == "failed"
     assert reason in request.error
     assert warehouse_conn.execute("SELECT count(*) FROM wb_orders").fetchone()[0] == 0
+
+
+def test_a_failed_sales_load_still_reports_the_days_of_the_orders_it_stored(wb, warehouse_conn, dagster_instance):
+    """The orders committed (cursor included) before the sales feed failed: the next increment
+    starts after them, so this run must report their days, or the РНП never recomputes them."""
+    wb.faults.set("GET statistics/api/v1/supplier/sales", truncate=True)
+    job = defs.get_job_def("digitization_increment")
+    failed = job.execute_in_process(
+        run_config=cabinet_run_config("digitization_increment", "c1"), instance=dagster_instance, raise_on_error=False
+    )
+    assert not failed.success
+    assert warehouse_orders(warehouse_conn, "c1") == truth_orders(wb, "c1")
+    order_days = {date.fromisoformat(o["date"][:10]) for o in wb.truth.orders("c1")}
+    assert materialized_partitions(dagster_instance, "wb_orders") == sorted(f"c1|{d}" for d in order_days)
+    assert materialized_partitions(dagster_instance, "wb_sales") == []

@@ -131,6 +131,7 @@ def test_a_failure_on_a_later_day_keeps_the_days_before_it_and_the_days_to_go(wb
     assert not run_job("funnel_sync", dagster_instance, "c1").success  # the second day's answer is broken
     assert funnel_in_warehouse(warehouse_conn, "c1") == funnel_of_truth(wb, "c1", days[:1])
     assert get_state(warehouse_conn, "c1", funnel.STATE_FEED).cursor == {"pending": [d.isoformat() for d in days[1:]]}
+    assert set(materializations(dagster_instance, "rnp_funnel_stats")) == {f"c1|{days[0]}"}  # reported all the same
 
     assert run_job("funnel_sync", dagster_instance, "c1").success
     assert funnel_in_warehouse(warehouse_conn, "c1") == funnel_of_truth(wb, "c1", days)

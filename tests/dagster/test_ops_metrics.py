@@ -105,7 +105,12 @@ def test_scrape_reports_queue_runs_durations_and_sync_figures(dagster_instance, 
     assert sample(after, "optima_queue_jobs", queue="example-jobs", status="failure") == 1
     assert sample(after, "optima_queue_jobs_skipped", queue="digitization-sync", reason="account-busy") == 1
     assert 0 <= sample(after, "optima_queue_oldest_queued_age_seconds", queue="digitization-sync") < 300
-    assert sample(after, "optima_queue_oldest_queued_run_age_seconds") >= 0
+    # The deployment-wide figure is the oldest of the queues' (the three runs queued before the materializations).
+    oldest_by_queue = [
+        sample(after, "optima_queue_oldest_queued_age_seconds", queue=queue)
+        for queue in ("digitization-sync", "rnp-ads-sync")
+    ]
+    assert 0 < sample(after, "optima_queue_oldest_queued_run_age_seconds") == max(oldest_by_queue)
 
     # Runs that finished since the previous scrape feed the counters and the duration histogram.
     assert sample(after, "optima_queue_jobs_finished_total", queue="example-jobs", status="success") == 2
@@ -138,3 +143,97 @@ def test_a_failed_read_says_so_instead_of_reporting_zeros(optima_env, database_u
     assert sample(figures, "optima_metrics_up") == 0
     assert not any(name.startswith("optima_queue_jobs") for name, _ in figures)
     collector.close()
+
+
+def test_after_db_upgrade_a_fresh_deployment_is_scraped_whole_with_every_series_at_zero(
+    optima_env, database_url, settings
+):
+    """`db upgrade` then `/metrics`, before any Dagster process ran: every figure is read, and the series
+    a dashboard names exist at 0 (not "no data")."""
+    from optima_pipelines.queues import QUEUES
+    from tests.db.test_cli import run_cli
+
+    registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
+    # The environment's warehouse is migrated, but Dagster's storage does not exist yet.
+    assert sample(scrape(registry), "optima_metrics_up") == 0
+
+    upgraded = run_cli("db", "upgrade")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"{settings.dagster_schema}: Dagster's storage ready" in upgraded.stdout
+
+    figures = scrape(registry)
+    collector.close()
+    assert sample(figures, "optima_metrics_up") == 1
+    for queue in QUEUES:
+        for status in ("queued", "running", "success", "failure", "canceled"):
+            assert sample(figures, "optima_queue_jobs", queue=queue, status=status) == 0, (queue, status)
+        assert sample(figures, "optima_queue_jobs_finished_total", queue=queue, status="failure") == 0, queue
+        assert sample(figures, "optima_queue_job_duration_ms_count", queue=queue) == 0, queue
+        assert sample(figures, "optima_queue_jobs_skipped", queue=queue, reason="account-busy") == 0, queue
+    assert sample(figures, "optima_queue_oldest_queued_run_age_seconds") == 0
+    for status in ("active", "paused", "token_invalid", "archived"):
+        assert sample(figures, "optima_cabinets", status=status) == 0, status
+    assert sample(figures, "optima_digitization_feed_sync_runs_total", feed="wb_orders", status="failure") == 0
+    assert sample(figures, "optima_rnp_sync_failing_cabinets", feed="wb_report_lines") == 0
+    assert sample(figures, "optima_feed_sync_rows_total", feed="stocks", kind="fetched") == 0
+
+
+def test_every_expression_of_the_shipped_grafana_dashboard_names_exported_series(
+    dagster_instance, warehouse_conn, database_url, settings
+):
+    """deploy/grafana/optima-queues.json: each panel's query names metrics and labels that /metrics exports."""
+    import json
+    import re
+    from pathlib import Path
+
+    # One sync of a feed of each family and one re-aggregation, so that the series with an age exist.
+    now = datetime.now(UTC)
+    warehouse_conn.execute("INSERT INTO cabinets (id, name) VALUES ('a', 'A')")
+    for queue, feed in (
+        ("digitization-sync", "wb_orders"),
+        ("rnp-finance-sync", "wb_report_lines"),
+        ("inventory-sync", "stocks"),
+    ):
+        record_feed_sync(
+            warehouse_conn,
+            queue=queue,
+            feed=feed,
+            cabinet_id="a",
+            run_id="r",
+            trigger="scheduled",
+            started_at=now - timedelta(seconds=5),
+            finished_at=now,
+        )
+    record_reaggregation(
+        warehouse_conn,
+        domain="rnp-sales",
+        cabinet_id="a",
+        run_id="r",
+        trigger="sensor",
+        started_at=now - timedelta(seconds=2),
+        finished_at=now,
+        source_event_at=now - timedelta(seconds=10),
+    )
+    registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
+    text = generate_latest(registry).decode()
+    collector.close()
+    labels_by_name: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels_by_name.setdefault(s.name, set()).update(s.labels)
+    assert labels_by_name["optima_metrics_up"] == set()
+
+    dashboard = json.loads((Path(__file__).parents[2] / "deploy" / "grafana" / "optima-queues.json").read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    assert len(exprs) >= 10
+    selector = re.compile(r"\b(optima_[a-z0-9_]+)(?:\{([^}]*)\})?")
+    for expr in exprs:
+        names = selector.findall(expr)
+        assert names, f"no optima metric in {expr!r}"
+        for name, matchers in names:
+            assert name in labels_by_name, f"{expr!r} names {name}, which /metrics does not export"
+            for key in re.findall(r"([a-z_]+)\s*=~?", matchers):
+                assert key in labels_by_name[name], f"{expr!r}: {name} has no label {key!r}"
+        for group in re.findall(r"by \(([^)]*)\)", expr):
+            for key in (k.strip() for k in group.split(",")):
+                assert any(key in labels_by_name[name] for name, _ in names), f"{expr!r}: no series has label {key!r}"

@@ -8,16 +8,16 @@ belongs to its order's day, else its own), and the rnp_daily asset checks pass.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import date, datetime, time, timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
-from dagster import SkipReason, build_schedule_context, build_sensor_context
+from dagster import SkipReason, build_sensor_context
 
-from optima_pipelines.resources.warehouse import Warehouse
-from optima_pipelines.sensors.rnp import rnp_merge_sync, rnp_reaggregate_sensor
-from optima_pipelines.timeutil import MOSCOW, today_moscow
+from optima_pipelines.sensors.rnp import rnp_reaggregate_sensor
+from optima_pipelines.timeutil import today_moscow
 from tests.dagster.test_rnp_checks import evaluations
+from tests.dagster.test_rnp_merge_sync import nightly as nightly_requests
 from tests.rnp_feeds import execute_request, run_range
 from tests.wb_syncs import materializations, run_job, served, simulator
 from wb_simulator import CabinetSpec
@@ -132,13 +132,7 @@ def test_the_nightly_merge_re_places_the_lines_of_its_days_when_the_sensor_misse
     assert run_job("digitization_increment", dagster_instance, "c1").success
     assert sensor.tick(run=False) > 0
 
-    context = build_schedule_context(
-        instance=dagster_instance,
-        scheduled_execution_time=datetime.combine(today, time(6, 0), tzinfo=MOSCOW),
-        resources={"warehouse": Warehouse(database_url=database_url, env=optima_env)},
-    )
-    nightly = rnp_merge_sync(context)
-    assert isinstance(nightly, list), nightly
+    nightly = nightly_requests(dagster_instance, database_url, optima_env, today)
     for request in nightly:
         execute_request(dagster_instance, request)
     # The orders' own days outside the window keep their stale orders figures until the next event

@@ -522,6 +522,16 @@ def test_an_answer_wb_refuses_with_http_200_says_it_was_sent_and_answered(sim: S
     assert len(recorder.sent("PATCH", "/api/v1/questions")) == 1
 
 
+@pytest.mark.parametrize("path", ["/api/v1/feedbacks", "/api/v1/questions"])
+def test_a_listing_wb_answers_with_error_true_is_an_error_not_an_empty_inbox(sim: Simulator, make_client, path: str):
+    """An empty listing would tell the auto-replies that every open item was answered elsewhere."""
+    client, _ = make_client("c2")
+    sim.faults.set(f"GET feedbacks{path}", envelope_error=True)
+    listing = client.iter_feedbacks if path.endswith("feedbacks") else client.iter_questions
+    with pytest.raises(WbRequestError, match=ENVELOPE_ERROR_TEXT):
+        _all(listing(is_answered=False))
+
+
 def test_an_answer_whose_fate_cannot_be_checked_is_not_sent_twice(sim: Simulator, make_client):
     client, recorder = make_client("c2")
     feedback = _all(client.iter_feedbacks(is_answered=False, take=50))[0]

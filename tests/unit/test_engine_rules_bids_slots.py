@@ -150,3 +150,21 @@ def test_the_poll_token_goes_round_the_cabinets_with_tasks():
     assert next_poller(["a", "b", "c"], "a") == ["b", "c", "a"]
     assert next_poller(["a", "b", "c"], "c") == ["a", "b", "c"]
     assert next_poller([], "a") == []
+
+
+def test_a_slot_wb_sends_without_its_coefficient_or_unload_flag_is_never_booked():
+    import msgspec
+
+    from optima_pipelines.wb import AcceptanceCoefficient
+
+    any_box = Task(2, "c1", (507,), date(2026, 8, 21), date(2026, 8, 25), Decimal(5), None)
+    bare = msgspec.json.decode(b'{"date":"2026-08-22T00:00:00Z","warehouseID":507}', type=AcceptanceCoefficient)
+    closed = Slot.of(bare)
+    assert (closed.coefficient, closed.allow_unload, closed.warehouse_name) == (Decimal(-1), False, "")
+    assert find_slot(any_box, [closed]) is None
+    unloading = Slot.of(
+        msgspec.json.decode(
+            b'{"date":"2026-08-22T00:00:00Z","warehouseID":507,"allowUnload":true}', type=AcceptanceCoefficient
+        )
+    )
+    assert find_slot(any_box, [unloading]) is None  # still closed: no coefficient

@@ -117,3 +117,27 @@ def test_replies_follow_the_first_matching_rule():
     question = autoreply.choose(rules, _item("question", None, "Какой РАЗМЕР брать?"))
     assert question is not None and question.rule.id == 4
     assert autoreply.choose(rules, _item("question", None, "Когда поставка?")) is None
+
+
+def test_a_feedback_or_question_wb_sends_with_only_its_id_matches_only_rules_that_ask_nothing_of_it():
+    import msgspec
+
+    from optima_pipelines.wb import Feedback, Question
+
+    by_product = autoreply.Rule(1, "any", nm_ids=(7,), answer_template="Спасибо за отзыв о {product}")
+    by_rating = autoreply.Rule(2, "any", min_rating=4, answer_template="Спасибо за оценку")
+    catch_all = autoreply.Rule(3, "any", answer_template="Спасибо, {name}!")
+    for wb_item in (
+        msgspec.json.decode(b'{"id":"f1"}', type=Feedback),
+        msgspec.json.decode(b'{"id":"q1"}', type=Question),
+    ):
+        item = autoreply.item_of(wb_item)
+        assert (item.nm_id, item.rating, item.text, item.product_name, item.created_date) == (
+            None,
+            None,
+            "",
+            None,
+            None,
+        )
+        reply = autoreply.choose([by_product, by_rating, catch_all], item)
+        assert reply is not None and reply.rule is catch_all and reply.answer == "Спасибо, покупатель!"

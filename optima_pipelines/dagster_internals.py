@@ -1,0 +1,74 @@
+"""Every use of a Dagster or uvicorn internal, in one place, held to the pinned versions by a test.
+
+Dagster is pinned exactly (setup.py). Where 1.13 offers no public way to do what the deployment
+needs, the internal is wrapped here, and ``tests/unit/test_dagster_internals.py`` checks each
+assumption below against the installed version: an upgrade that changes one fails that test with a
+message naming it, instead of a sensor, a scrape or the UI's auth misbehaving in production. No
+other module of the package imports ``dagster._*``, reads a private attribute of a Dagster object,
+queries Dagster's tables without naming them here, or patches uvicorn.
+
+What is public and used as such: ``max_concurrent_runs`` could come from the environment in
+``dagster.yaml`` (it is an ``IntSource``), but the sync queues' tag limit cannot (a plain ``int``),
+so the run coordinator overrides both the same way, through :func:`replace_run_queue_config`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from dagster._core.storage.tags import GRPC_INFO_TAG, WILL_RETRY_TAG
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance, QueuedRunCoordinator
+    from dagster._core.run_coordinator.queued_run_coordinator import RunQueueConfig
+
+__all__ = [
+    "GRPC_INFO_TAG",
+    "RUN_STORAGE_COLUMNS",
+    "WILL_RETRY_TAG",
+    "coordinator_instance",
+    "replace_run_queue_config",
+    "serve_with_wrapped_app",
+]
+
+# WILL_RETRY_TAG ("dagster/will_retry"): Dagster's verdict on a failed run, "true" when the daemon's
+# run retries will re-queue it (sensors/requests.py waits for the retry instead of failing the request).
+# GRPC_INFO_TAG (".dagster/grpc_info"): the hidden tag where the run launcher records the code server
+# that started a run, JSON with "host" (sensors/queue.py: only runs started on this host are checked
+# for a dead worker).
+
+#: Dagster's run storage tables and the columns /metrics reads with SQL (ops/sql/*.sql): the public
+#: API has no way to group runs by a tag, and one count query per (queue, status) would not scale.
+RUN_STORAGE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "runs": ("run_id", "status", "create_timestamp", "update_timestamp", "start_time", "end_time"),
+    "run_tags": ("run_id", "key", "value"),
+}
+
+
+def replace_run_queue_config(config: RunQueueConfig, **changes: Any) -> RunQueueConfig:
+    """A copy of the coordinator's run-queue settings with ``changes`` (a NamedTuple in 1.13)."""
+    return config._replace(**changes)
+
+
+def coordinator_instance(coordinator: QueuedRunCoordinator) -> DagsterInstance:
+    """The instance a run coordinator was registered with (Dagster keeps it as a private weak reference)."""
+    return coordinator._instance
+
+
+def serve_with_wrapped_app(wrap: Callable[[Any], Any], serve: Callable[[], None]) -> None:
+    """Call ``serve`` (dagster-webserver's own command) with every ASGI app it hands to ``uvicorn.run``
+    wrapped by ``wrap``. Dagster has no public hook to build its app outside its command (that needs
+    ``dagster._core`` workspace contexts), and its command starts the server with ``uvicorn.run(app, ...)``."""
+    import uvicorn
+
+    original = uvicorn.run
+
+    def run_wrapped(app: Any, *args: Any, **kwargs: Any) -> Any:
+        return original(wrap(app), *args, **kwargs)
+
+    uvicorn.run = run_wrapped  # type: ignore[assignment]
+    try:
+        serve()
+    finally:
+        uvicorn.run = original  # type: ignore[assignment]

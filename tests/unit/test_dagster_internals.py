@@ -1,0 +1,114 @@
+"""The contract with the pinned Dagster: what optima_pipelines/dagster_internals.py relies on still holds.
+
+A Dagster upgrade that changes one of these fails here, with the assumption named, rather than in a
+sensor, a scrape or the UI's basic auth in production.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+from optima_pipelines import dagster_internals as internals
+
+PACKAGE = Path(internals.__file__).parent
+
+
+def test_the_tags_we_read_are_the_ones_dagster_writes() -> None:
+    from dagster._core.launcher import default_run_launcher
+    from dagster._daemon.auto_run_reexecution import auto_run_reexecution
+
+    assert internals.WILL_RETRY_TAG == "dagster/will_retry"
+    assert "WILL_RETRY_TAG" in inspect.getsource(auto_run_reexecution), (
+        "Dagster's run retries no longer set WILL_RETRY_TAG: sensors/requests.py cannot tell a run that "
+        "will be retried from a dead one"
+    )
+    assert internals.GRPC_INFO_TAG == ".dagster/grpc_info"
+    assert "GRPC_INFO_TAG" in inspect.getsource(default_run_launcher), (
+        "the default run launcher no longer records the code server in GRPC_INFO_TAG: "
+        "sensors/queue.py cannot tell which runs this host started"
+    )
+
+
+def test_the_run_queue_settings_can_be_replaced() -> None:
+    from dagster._core.run_coordinator.queued_run_coordinator import RunQueueConfig
+
+    config = RunQueueConfig(max_concurrent_runs=6, tag_concurrency_limits=[{"key": "k", "limit": 1}])
+    changed = internals.replace_run_queue_config(config, max_concurrent_runs=9, tag_concurrency_limits=[])
+    assert (changed.max_concurrent_runs, changed.tag_concurrency_limits) == (9, [])
+    assert config.max_concurrent_runs == 6, "the coordinator's own settings must not change in place"
+
+
+def test_a_coordinator_gives_back_the_instance_it_was_registered_with() -> None:
+    from dagster import DagsterInstance, QueuedRunCoordinator
+
+    with DagsterInstance.ephemeral() as instance:
+        coordinator = QueuedRunCoordinator()
+        coordinator.register_instance(instance)
+        assert internals.coordinator_instance(coordinator) is instance
+
+
+def test_the_run_storage_columns_metrics_read_exist_and_are_all_declared() -> None:
+    from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
+
+    tables = {"runs": RunsTable, "run_tags": RunTagsTable}
+    for table, columns in internals.RUN_STORAGE_COLUMNS.items():
+        missing = set(columns) - set(tables[table].c.keys())
+        assert not missing, f"Dagster's {table} table has no column(s) {sorted(missing)} that /metrics reads"
+
+    used: dict[str, set[str]] = {"runs": set(), "run_tags": set()}
+    for path in sorted((PACKAGE / "ops" / "sql").glob("*.sql")):
+        text = path.read_text()
+        for table, alias in re.findall(r"\{(runs|run_tags)\}\s+(?:AS\s+)?(\w+)", text):
+            used[table] |= set(re.findall(rf"\b{alias}\.(\w+)", text))
+    assert used["runs"], "no query reads Dagster's runs table: the pattern above no longer matches ops/sql"
+    for table, columns in used.items():
+        undeclared = columns - set(internals.RUN_STORAGE_COLUMNS[table])
+        assert not undeclared, f"ops/sql reads {table}.{sorted(undeclared)}: declare them in RUN_STORAGE_COLUMNS"
+
+
+def test_the_webserver_command_starts_its_app_with_uvicorn_run() -> None:
+    from dagster_webserver import cli
+
+    assert re.search(r"\buvicorn\.run\(", inspect.getsource(cli)), (
+        "dagster-webserver no longer calls uvicorn.run: the UI's basic auth would not wrap its app"
+    )
+
+
+def test_the_wrapped_app_is_what_uvicorn_serves_and_uvicorn_is_restored() -> None:
+    import uvicorn
+
+    original = uvicorn.run
+    served: list[object] = []
+
+    def serve() -> None:
+        # What dagster-webserver's command does, minus the server: hand its app to uvicorn.run.
+        uvicorn.run("the app")  # type: ignore[arg-type]
+
+    try:
+        uvicorn.run = lambda app, *a, **kw: served.append(app)  # type: ignore[assignment]
+        patched = uvicorn.run
+        internals.serve_with_wrapped_app(lambda app: ("wrapped", app), serve)
+        assert served == [("wrapped", "the app")]
+        assert uvicorn.run is patched
+    finally:
+        uvicorn.run = original  # type: ignore[assignment]
+
+
+def test_no_other_module_uses_a_dagster_internal() -> None:
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "dagster_internals.py":
+            continue
+        text = path.read_text()
+        if re.search(r"^\s*(from|import) dagster\._", text, re.M) or re.search(r"\buvicorn\.run\s*=", text):
+            offenders.append(str(path.relative_to(PACKAGE)))
+    assert not offenders, f"Dagster/uvicorn internals outside dagster_internals.py: {offenders}"
+
+
+@pytest.mark.parametrize("name", internals.__all__)
+def test_every_name_the_module_exports_exists(name: str) -> None:
+    assert hasattr(internals, name)
