@@ -1,9 +1,9 @@
 """The disorder suite: under WB's disorder, every rnp_daily cell equals the raw tables, to the kopeck.
 
-For each seed (``--seeds N``, default 5) a small world (one cabinet, two in every fifth seed) with every disorder mode of
-the simulator on (``wb_simulator.disorder``: orders delivered after their report lines, late
-cancellations, foreign returns, service lines on nmId 0, short, repeated and failing finance pages)
-goes through a random sequence of increments, backfills, user imports, finance, ad, funnel and
+For each seed (``--seeds N``, default 5) a small world (one cabinet, two in every fifth seed) with
+every disorder mode of the simulator on (``wb_simulator.disorder``: orders delivered after their
+report lines, late cancellations, foreign returns, service lines on nmId 0, short, repeated and
+failing finance pages) goes through a random sequence of increments, backfills, user imports, finance, ad, funnel and
 stock syncs, clock moves and re-aggregations: the real jobs in process, and the real
 ``rnp_reaggregate_sensor`` evaluated on the instance (its run requests executed as the daemon
 would). At the end (every feed synced once more, the sensor run until it has nothing left):
@@ -13,7 +13,7 @@ would). At the end (every feed synced once more, the sensor run until it has not
 - every ``rnp_daily`` cell of every cabinet, day and product equals ``expected_mart``, computed
   here in plain Python from rows of the raw tables with the README's definitions (never the
   project's SQL), and no row is missing or extra;
-- every asset check of every re-aggregation run passed.
+- the latest evaluation of every asset check, per partition (what the UI shows), passed.
 
 A failure names the seed, cabinet, day, product, column and both numbers.
 """
