@@ -33,6 +33,29 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "system: runs the real Dagster daemon/webserver as processes")
 
 
+#: Seeds the disorder suite runs by default (the CI suite's share of the time budget).
+DISORDER_SEEDS = 5
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--seeds",
+        type=int,
+        default=DISORDER_SEEDS,
+        help=f"how many seeds the disorder suite runs (seeds 1..N; default {DISORDER_SEEDS}): "
+        "pytest -k disorder --seeds 50",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``disorder_seed``: one test per seed, 1..--seeds (ids ``seed1``… so ``-k seed7`` picks one)."""
+    if "disorder_seed" in metafunc.fixturenames:
+        seeds = metafunc.config.getoption("seeds")
+        if seeds < 1:
+            raise pytest.UsageError(f"--seeds must be at least 1, got {seeds}")
+        metafunc.parametrize("disorder_seed", range(1, seeds + 1), ids=lambda s: f"seed{s}")
+
+
 @pytest.fixture(scope="session")
 def server_url() -> Iterator[str]:
     """A libpq URL of a PostgreSQL server (any database on it)."""

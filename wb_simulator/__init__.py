@@ -54,6 +54,12 @@ read_only=False)`` issues a JWT like WB's (``acc``, ``s`` category bits, ``sid``
 latency_s=…, latency_spike_rate=…, truncate=…, malformed=…, wrong_types=…, empty_204=…, times=…)``,
 ``sim.faults.clear()``; seeded, so a storm is reproducible (``wb_simulator.faults``).
 
+**Disorder.** ``CabinetSpec(disorder=Disorder(late_orders=0.3, short_pages=0.5, ...))`` (or
+``Disorder.every(rate)``, ``Disorder.only(mode, rate)``) makes a cabinet's WB untidy the way real WB
+is: orders delivered after their report lines, cancellations weeks late, returns of orders outside
+the feed, service lines on nmId 0, short/repeated/failing finance pages (``wb_simulator.disorder``).
+Off by default.
+
 **Writes** change the state and are logged in order in ``sim.writes`` (``Write(kind, cabinet_id,
 at, payload, result)``): bids (``PATCH /api/advert/v1/bids``, min-bid checks), price tasks
 (quarantine, 208 duplicates), feedback answers, question answers/rejections.
@@ -76,9 +82,10 @@ at, payload, result)``): bids (``PATCH /api/advert/v1/bids``, min-bid checks), p
 CLI: ``optima-pipelines wb-sim --port 8123 [--host 127.0.0.1] [--seed 1] [--cabinets 3] [--time-scale 1]``.
 """
 
+from wb_simulator.disorder import Disorder
 from wb_simulator.faults import Faults
 from wb_simulator.server import serve
 from wb_simulator.simulator import Simulator, Truth, UnknownCabinet, Write
 from wb_simulator.world import CabinetSpec
 
-__all__ = ["CabinetSpec", "Faults", "Simulator", "Truth", "UnknownCabinet", "Write", "serve"]
+__all__ = ["CabinetSpec", "Disorder", "Faults", "Simulator", "Truth", "UnknownCabinet", "Write", "serve"]

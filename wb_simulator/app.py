@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from wb_simulator.api import ENDPOINTS, Endpoint, Request, Response
 from wb_simulator.api.base import gateway_error, not_found
-from wb_simulator.faults import ENVELOPE_ERROR_TEXT
+from wb_simulator.faults import ENVELOPE_ERROR_TEXT, server_error_body, truncated
 from wb_simulator.limits import Decision, rule_for
 from wb_simulator.simulator import Simulator
 from wb_simulator.tokens import TokenInfo, TokenRejected
@@ -87,7 +87,7 @@ def _run(sim: Simulator, ep: Endpoint, info: TokenInfo, http: HttpRequest, body:
         _corrupt(resp.body)
     raw = resp.encoded()
     if resp.status == 200 and fault == "truncate":
-        raw = raw[: max(1, len(raw) // 2)]
+        raw = truncated(raw)
     resp.raw = raw
     return resp
 
@@ -117,12 +117,7 @@ def create_app(sim: Simulator) -> Starlette:
         if fault.latency_s:
             await asyncio.sleep(fault.latency_s)
         if fault.kind == "error_rate":
-            error = {
-                "title": "internal server error",
-                "detail": "service unavailable, retry later",
-                "status": fault.status,
-            }
-            return _http(Response(fault.status, error), remaining)
+            return _http(Response(fault.status, server_error_body(fault.status)), remaining)
         if fault.kind == "rate_429":
             return _throttled(sim, Decision(False, retry=1, reset=1, limit=rule.burst))
         if fault.kind == "empty_204":

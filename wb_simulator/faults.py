@@ -89,6 +89,16 @@ _KINDS = (
 ENVELOPE_ERROR_TEXT = "Внутренняя ошибка: задача не найдена"
 
 
+def server_error_body(status: int) -> dict[str, Any]:
+    """The JSON body of an injected 5xx."""
+    return {"title": "internal server error", "detail": "service unavailable, retry later", "status": status}
+
+
+def truncated(raw: bytes) -> bytes:
+    """A body cut in half: invalid JSON, as when a connection drops mid-answer."""
+    return raw[: max(1, len(raw) // 2)]
+
+
 def _rate(value: Any, name: str) -> float:
     if value is True:
         return 1.0

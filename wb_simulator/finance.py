@@ -32,6 +32,7 @@ import bisect
 from typing import Any
 
 from wb_simulator import catalogs
+from wb_simulator.disorder import PageDisorder
 from wb_simulator.timefmt import DAY, day_number, day_start, dn_to_date, utc_z
 from wb_simulator.world import ACQUIRING_PERCENT, Cabinet, Order, Product, rng_for
 
@@ -73,6 +74,7 @@ class Line:
         "order",
         "penalty_k",
         "product",
+        "ref",
         "return_amount",
         "rrd_id",
         "storage_k",
@@ -88,6 +90,8 @@ class Line:
         self.delivery_k = self.penalty_k = self.storage_k = self.acceptance_k = self.deduction_k = 0
         self.delivery_amount = self.return_amount = 0
         self.bonus = ""
+        #: The order a line on no product references by srid (``Disorder.service_lines``).
+        self.ref: Order | None = None
 
 
 OPER_NAMES = {
@@ -114,6 +118,9 @@ class Ledger:
         self.by_source_day: dict[int, list[Line]] = {}
         self.next_dn = cabinet.first_dn
         self._rrd = 1_000_000_000 * (cabinet.index + 1)
+        disorder = cabinet.spec.disorder
+        #: The paging disorder of the finance method (None: tidy pages).
+        self.pages = PageDisorder(disorder, cabinet.seed, cabinet.id) if disorder is not None else None
 
     def ensure(self, t: int) -> None:
         """Write the lines of every day whose daily report exists at time ``t``."""
@@ -123,11 +130,17 @@ class Ledger:
             self._write_day(self.next_dn, daily_created(self.next_dn))
             self.next_dn += 1
 
-    def _add(self, kind: str, dn: int, order: Order | None = None, product: Product | None = None) -> Line:
+    def _add(
+        self, kind: str, dn: int, order: Order | None = None, product: Product | None = None, ref: Order | None = None
+    ) -> Line:
         self._rrd += 1
         line = Line(self._rrd, kind, dn, order, product)
+        line.ref = ref
         self.lines.append(line)
-        self.by_source_day.setdefault(day_number(order.date) if order is not None else dn, []).append(line)
+        source = order or ref
+        # An order outside the orders feed (a foreign return's) can only be placed on the line's day.
+        source_day = day_number(source.date) if source is not None and source.idx >= 0 else dn
+        self.by_source_day.setdefault(source_day, []).append(line)
         self.rrd_ids.append(self._rrd)
         return line
 
@@ -165,6 +178,26 @@ class Ledger:
         if (dn + 3) % 7 == 0:  # Monday
             self._add("acceptance", dn).acceptance_k = int(rng.integers(5, 30)) * 10_000
             self._add("deduction", dn).deduction_k = int(rng.integers(1, 10)) * 50_000
+        disorder = cab.spec.disorder
+        if disorder is not None and disorder.service_lines:
+            self._service_lines(dn, disorder.service_lines)
+
+    def _service_lines(self, dn: int, rate: float) -> None:
+        """``Disorder.service_lines``: a penalty and a logistics correction on nmId 0 that reference
+        an order of the last 10 days by srid."""
+        cab = self.cabinet
+        rng = rng_for(cab.seed, "disorder-ledger", cab.id, dn)
+        if rng.random() >= rate:
+            return
+        lo = bisect.bisect_left(cab.order_ts, day_start(dn - 10))
+        hi = bisect.bisect_left(cab.order_ts, day_start(dn + 1))
+        if lo >= hi:
+            return
+        ref = cab.orders[int(rng.integers(lo, hi))]
+        penalty = self._add("penalty", dn, ref=ref)
+        penalty.penalty_k = int(rng.integers(100, 1000)) * 100
+        penalty.bonus = catalogs.PENALTY_REASONS[int(rng.integers(0, len(catalogs.PENALTY_REASONS)))]
+        self._add("logistics", dn, ref=ref).delivery_k = int(rng.integers(10, 200)) * 100
 
     def select(self, from_dn: int, to_dn: int, after_rrd: int, limit: int, t: int, period: str) -> list[Line]:
         """Lines with rrDate in [from_dn, to_dn] and rrdId > after_rrd, in rrdId order, visible at ``t``."""
@@ -289,7 +322,7 @@ class Ledger:
             "paidWithSocialCertificate": False,
             "warehouseLogisticsCoeff": 1 if line.kind == "logistics" else 0,
             "orderUid": o.g_number if o else "",
-            "srid": o.srid if o else "",
+            "srid": o.srid if o else (line.ref.srid if line.ref is not None else ""),
         }
         if line.bonus:
             row["bonusTypeName"] = line.bonus

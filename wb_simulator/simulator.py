@@ -281,7 +281,7 @@ class Truth:
                 found = cab.sales_since(0, t, keep, cap=2 * len(cab.orders) + 1)
             else:
                 dn = date_to_dn(day)
-                found = [(o, k) for o, k in cab.sales_between(day_start(dn), day_start(dn + 1), t) if o.date >= keep]
+                found = [(o, k) for o, k in cab.sales_between(day_start(dn), day_start(dn + 1), t) if cab.kept(o, keep)]
             return [rows.sale_row(o, k) for o, k in found]
 
     def report_lines(

@@ -117,7 +117,7 @@ def campaign_active(c: Campaign, dn: int) -> bool:
 def ad_day(cab: Cabinet, dn: int, t: int) -> dict[int, dict[str, Any]]:
     """advert_id → that day's statistics (WB's ``days[]`` item) for every campaign active on it."""
     cache = cab.ads_cache
-    complete = day_start(dn + 1) + 1800 <= t
+    complete = day_start(dn + 1) + cab.feed_lag <= t
     if complete and dn in cache:
         return cache[dn]
     real = {nm: v[0] for nm, v in cab.nm_day_orders(dn, t).items()}

@@ -24,6 +24,14 @@ from typing import Any
 import numpy as np
 
 from wb_simulator import catalogs
+from wb_simulator.disorder import (
+    FOREIGN_ORDER_DAYS,
+    LATE_CANCEL_MAX,
+    LATE_CANCEL_MIN,
+    LATE_ORDER_MAX,
+    LATE_ORDER_MIN,
+    Disorder,
+)
 from wb_simulator.timefmt import DAY, day_number, day_start
 
 CABINET_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -46,6 +54,8 @@ class CabinetSpec:
     #: Share of bought-out orders that get a feedback.
     feedback_rate: float = 0.08
     questions_per_day: float = 3.0
+    #: WB's disorder modes (wb_simulator.disorder); None: the tidy world.
+    disorder: Disorder | None = None
 
     def __post_init__(self) -> None:
         if not CABINET_ID_RE.match(self.id):
@@ -230,6 +240,11 @@ class Cabinet:
         self.products: list[Product] = []
         self.by_nm: dict[int, Product] = {}
         self.orders: list[Order] = []
+        #: Orders outside every window the orders feed serves, known only by their returns
+        #: (``Disorder.foreign_returns``); event index ``-1 - i`` names ``ghosts[i]``.
+        self.ghosts: list[Order] = []
+        #: How long after its day every order of the day is in the orders feed (seconds).
+        self.feed_lag = LATE_ORDER_MAX if spec.disorder is not None and spec.disorder.late_orders else 1800
         self.order_ts: list[int] = []  # creation times, ascending (orders are appended in time order)
         self.by_srid: dict[str, Order] = {}
         # Change events, sorted: orders (time, order idx); sales (time, order idx, 0 sale / 1 return).
@@ -408,10 +423,8 @@ class Cabinet:
             o.spp = spp_
             pwd = o.pwd_k = p.price * (100 - p.discount)
             o.fin_k = round(pwd * (100 - spp_) / 100)
-            new_order_events.append((o.lcd0, idx))
             if fate_u < cancel_rate:
                 o.cancel_at = ts + cancel_d
-                new_order_events.append((o.cancel_at, idx))
             else:
                 sale_at = o.sale_at = ts + sale_d
                 new_sale_events.append((sale_at, idx, 0))
@@ -424,6 +437,13 @@ class Cabinet:
             orders.append(o)
             order_ts.append(ts)
             by_srid[o.srid] = o
+        day_orders = orders[len(orders) - n :] if n else []
+        if spec.disorder is not None:
+            self._disturb(dn, spec.disorder, day_orders, new_sale_events)
+        for o in day_orders:
+            new_order_events.append((o.lcd0, o.idx))
+            if o.cancel_at is not None:
+                new_order_events.append((o.cancel_at, o.idx))
         _merge(self.order_events, new_order_events)
         _merge(self.sale_events, new_sale_events)
         _merge(self.feedback_events, new_feedback_events)
@@ -436,6 +456,63 @@ class Cabinet:
             )
         ):
             bisect.insort(self.question_events, (start + int(sec), dn * 1000 + j, int(pi)))
+
+    def _disturb(
+        self, dn: int, disorder: Disorder, day_orders: list[Order], new_sale_events: list[tuple[int, int, int]]
+    ) -> None:
+        """Apply the disorder modes to day ``dn``'s new orders (before their events are recorded),
+        from a random stream of their own: late delivery, late cancellation, a foreign return."""
+        rng = rng_for(self.seed, "disorder", self.id, dn)
+        n = len(day_orders)
+        late = (rng.random(n) < disorder.late_orders).tolist()
+        late_delay = rng.integers(LATE_ORDER_MIN, LATE_ORDER_MAX, size=n).tolist()
+        weeks = (rng.random(n) < disorder.late_cancellations).tolist()
+        cancel_delay = rng.integers(LATE_CANCEL_MIN, LATE_CANCEL_MAX, size=n).tolist()
+        for o, is_late, delay, is_weeks, cancel_d in zip(
+            day_orders, late, late_delay, weeks, cancel_delay, strict=True
+        ):
+            if is_weeks and o.cancel_at is not None:
+                o.cancel_at = o.date + cancel_d
+            if is_late:
+                o.lcd0 = o.date + delay
+            if o.cancel_at is not None and o.cancel_at <= o.lcd0:
+                o.cancel_at = o.lcd0 + 60  # a cancellation is a change of an order already delivered
+        if rng.random() < disorder.foreign_returns:
+            ghost = self._ghost(dn, rng)
+            assert ghost.return_at is not None
+            new_sale_events.append((ghost.return_at, ghost.idx, 1))
+
+    def _ghost(self, dn: int, rng: np.random.Generator) -> Order:
+        """An order placed 95-150 days before day ``dn`` (outside the orders feed), bought out then,
+        returned on ``dn``."""
+        o = Order()
+        k = len(self.ghosts)
+        o.idx = -1 - k
+        p = o.product = self.products[int(rng.integers(0, len(self.products)))]
+        o.size = p.sizes[int(rng.integers(0, len(p.sizes)))]
+        o.date = day_start(dn - int(rng.integers(*FOREIGN_ORDER_DAYS))) + int(rng.integers(0, DAY))
+        o.lcd0 = o.date + 600
+        o.srid = f"{int(rng.integers(0, 2**62)):016x}{self.index:02x}f{k:07x}"
+        o.g_number = str(int(rng.integers(10**18, 9 * 10**18)))
+        o.sticker = str(int(rng.integers(10**9, 9 * 10**9)))
+        o.warehouse = int(rng.integers(0, len(catalogs.STOCK_WAREHOUSES)))
+        o.region = int(rng.integers(0, len(catalogs.REGIONS)))
+        o.income_id = 50_000_000 + (day_number(o.date) // 7) * 100 + o.warehouse
+        o.total_price, o.discount, o.spp = p.price, p.discount, 0
+        o.pwd_k = o.fin_k = p.price * (100 - p.discount)
+        o.sale_at = o.date + 3 * DAY
+        o.return_at = day_start(dn) + int(rng.integers(0, DAY))
+        self.ghosts.append(o)
+        return o
+
+    def order(self, idx: int) -> Order:
+        """The order an event names (a negative index names a foreign return's order)."""
+        return self.orders[idx] if idx >= 0 else self.ghosts[-1 - idx]
+
+    def kept(self, o: Order, retention_from: int) -> bool:
+        """Whether the statistics feeds still serve the order's rows (WB keeps 90 days; a foreign
+        return is served by its own recent date)."""
+        return o.date >= retention_from or o.idx < 0
 
     def visible(self, o: Order, t: int, retention_from: int) -> bool:
         return o.lcd0 <= t and o.date >= retention_from
@@ -457,12 +534,11 @@ class Cabinet:
 
     def sales_since(self, since: int, t: int, retention_from: int, cap: int) -> list[tuple[Order, int]]:
         """(order, 0 sale / 1 return) rows with date in [since, t], ordered by it (see ``_page``)."""
-        orders = self.orders
 
         def pick(event: tuple[int, int, int]) -> tuple[Order, int] | None:
             ts, idx, kind = event
-            o = orders[idx]
-            return (o, kind) if (o.return_at if kind else o.sale_at) == ts and o.date >= retention_from else None
+            o = self.order(idx)
+            return (o, kind) if (o.return_at if kind else o.sale_at) == ts and self.kept(o, retention_from) else None
 
         return _page(self.sale_events, since, t, cap, pick)
 
@@ -475,14 +551,14 @@ class Cabinet:
         while i < len(events) and events[i][0] < end:
             ts, idx, kind = events[i]
             i += 1
-            o = self.orders[idx]
+            o = self.order(idx)
             if (o.return_at if kind else o.sale_at) == ts:
                 out.append((o, kind))
         return out
 
     def nm_day_orders(self, dn: int, t: int) -> dict[int, list[int]]:
         """nm_id → [orders placed that day and visible at t, their priceWithDisc in kopecks]."""
-        complete = day_start(dn + 1) + 1800 <= t  # every order of the day is visible: cacheable
+        complete = day_start(dn + 1) + self.feed_lag <= t  # every order of the day is visible: cacheable
         if complete and dn in self._nm_day_cache:
             return self._nm_day_cache[dn]
         out: dict[int, list[int]] = {}

@@ -91,10 +91,13 @@ def latest_storage_id(instance) -> int:
     return max(ids, default=0)
 
 
-def run_job(name: str, instance, cabinet: str, tags: dict | None = None, **config):
+def run_job(name: str, instance, cabinet: str, tags: dict | None = None, raise_on_error: bool = True, **config):
     job = defs.get_job_def(name)
     return job.execute_in_process(
-        run_config=cabinet_run_config(name, cabinet, **config), instance=instance, tags=tags or {}
+        run_config=cabinet_run_config(name, cabinet, **config),
+        instance=instance,
+        tags=tags or {},
+        raise_on_error=raise_on_error,
     )
 
 
@@ -164,6 +167,16 @@ def test_a_fault_storm_still_ends_with_identical_data(wb, warehouse_conn, dagste
     assert run_job("digitization_increment", dagster_instance, "c2").success
     wb.faults.clear()
     assert warehouse_orders(warehouse_conn, "c2") == truth_orders(wb, "c2")
+
+
+def test_an_increment_that_fails_after_a_stored_page_announces_its_days(wb, warehouse_conn, dagster_instance):
+    """The page and its cursor stay committed and the next increment resumes after them, so the
+    failed run must report the page's days, or their РНП is never recomputed (the disorder suite)."""
+    wb.faults.set("GET statistics/api/v1/supplier/orders", truncate=True, after=1, times=1)
+    assert not run_job("digitization_increment", dagster_instance, "c2", raise_on_error=False).success
+    stored = {d for (d,) in warehouse_conn.execute("SELECT DISTINCT day FROM wb_orders WHERE cabinet_id = 'c2'")}
+    assert stored  # page 1 was stored; the request after it got broken JSON
+    assert materialized_partitions(dagster_instance, "wb_orders") == sorted(f"c2|{d}" for d in stored)
 
 
 def test_a_bad_token_fails_the_run_clearly_without_leaking(wb, warehouse_conn, dagster_instance, settings):

@@ -70,7 +70,7 @@ def _product_head(p: Product) -> dict[str, Any]:
 
 
 def _stat(f: dict[str, int], first: int, last: int, all_orders_k: int) -> dict[str, Any]:
-    days = last - first + 1
+    days = max(1, last - first + 1)  # a period after today (clamped to it) has no day yet: no orders
     order_sum = views.rubles(f["order_k"])
     buyout_sum = views.rubles(f["buyout_k"])
     return {

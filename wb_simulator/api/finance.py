@@ -4,13 +4,18 @@ Body ``{dateFrom, dateTo, limit ≤ 100000, rrdId, period daily|weekly, fields?}
 [dateFrom, dateTo] and rrdId > the given one, in rrdId order (at most ``limit``, and at most
 ``sim.finance_page_cap`` when set); 204 when there are none. (The v5
 ``reportDetailByPeriod`` of statistics-api is switched off: it is not routed and answers 404.)
+A cabinet with ``disorder`` pages WB's untidy way: short pages, a line repeated, a follow-on page
+failing (``wb_simulator.disorder``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from wb_simulator.api.base import PROBLEM, BadJson, Request, Response, endpoint
+from wb_simulator.faults import truncated
 from wb_simulator.timefmt import day_number, parse_wb_datetime
 
 
@@ -51,12 +56,22 @@ def detailed(req: Request) -> Response:
     if fields is not None and (not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)):
         return _bad(req, "fields must be an array of field names")
     ledger = req.sim.ledgers[req.cabinet.id]
-    page = min(limit, req.sim.finance_page_cap or limit)
-    lines = ledger.select(day_number(start), day_number(end), rrd_id, page, req.t, period)
+    first, last = day_number(start), day_number(end)
+    lines = ledger.select(first, last, rrd_id, min(limit, req.sim.finance_page_cap or limit), req.t, period)
+    truncate = False
+    if ledger.pages is not None:  # wb_simulator.disorder: pages WB's way, not the tidy way
+        named = ledger.select(first, last, rrd_id - 1, 1, req.t, period) if rrd_id else []
+        previous = named[0] if named and named[0].rrd_id == rrd_id else None
+        page = ledger.pages.shape(lines, previous, follow_on=rrd_id > 0)
+        if page.status != 200:
+            return Response(page.status, page.body)
+        lines, truncate = page.lines, page.truncate
     if not lines:
         return Response(204)
     out: list[dict[str, Any]] = [ledger.render(line, period) for line in lines]
     if fields:
         wanted = set(fields)
         out = [{k: v for k, v in row.items() if k in wanted} for row in out]
+    if truncate:
+        return Response(200, raw=truncated(orjson.dumps(out)))
     return Response(200, out)

@@ -35,7 +35,7 @@ def _sales(req: Request, since: int, flag: int) -> list[dict[str, Any]]:
     keep = req.sim.retention_from(t)
     if flag:
         dn = day_number(since)
-        found = [(o, k) for o, k in cab.sales_between(day_start(dn), day_start(dn + 1), t) if o.date >= keep]
+        found = [(o, k) for o, k in cab.sales_between(day_start(dn), day_start(dn + 1), t) if cab.kept(o, keep)]
     else:
         found = cab.sales_since(since, t, keep, PAGE_ROWS)
     return [rows.sale_row(o, k) for o, k in found]
