@@ -43,11 +43,13 @@ from dagster import (
 from psycopg import sql
 
 from optima_pipelines.db.sqlfiles import SqlFiles
+from optima_pipelines.errors import OptimaError
 from optima_pipelines.jobs.partition_manager import covered_days, list_partitions
 from optima_pipelines.ops.records import record_reaggregation
 from optima_pipelines.partitions import CABINET_DAY, cabinet_day_key, parse_cabinet_day_key
 from optima_pipelines.queues import TAG_TRIGGER
 from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.retries import fail_on_permanent, is_transient
 
 ROLLUPS = ("rnp_sales", "rnp_ads", "rnp_finance")
 MART = "rnp_daily"
@@ -68,8 +70,8 @@ INPUTS: dict[str, tuple[str, ...]] = {
 #: First key of the two-key advisory locks that serialise writers of one cabinet's РНП.
 _LOCK_NAMESPACE = 0x524E50  # "RNP"
 
-#: The original re-aggregate queue: 3 attempts with backoff. Failures here are database trouble
-#: (the SQL has no other inputs), which is what a retry can fix.
+#: The original re-aggregate queue: 3 attempts with backoff, for transient database trouble (a lost
+#: connection, a serialization failure); a data, integrity or syntax error fails at once.
 RECOMPUTE_RETRY = RetryPolicy(max_retries=2, delay=1, backoff=Backoff.EXPONENTIAL)
 
 
@@ -358,8 +360,12 @@ def _materialize(context: AssetExecutionContext, warehouse: Warehouse, table: st
     try:
         stats = recompute_partitions(warehouse, table, pairs)
     except Exception as exc:
-        if context.retry_number >= (RECOMPUTE_RETRY.max_retries or 0):  # the last attempt: a failure to count
+        # A data, integrity or syntax error fails at once (retries.is_transient's rule); a transient one
+        # is retried by RECOMPUTE_RETRY. Either way the last attempt is a failure to count.
+        permanent = isinstance(exc, psycopg.Error | OptimaError) and not is_transient(exc)
+        if permanent or context.retry_number >= (RECOMPUTE_RETRY.max_retries or 0):
             _record(context, warehouse, table, pairs, started_at, error=exc)
+        fail_on_permanent(exc, f"{table} of {len(pairs)} partitions")
         raise
     _record(context, warehouse, table, pairs, started_at, stats=stats)
     if stats.rows_dropped:

@@ -34,6 +34,22 @@ def sample(figures, name, **labels) -> float | None:
     return figures.get((name, frozenset(labels.items())))
 
 
+def reaggregated(conn, now: datetime, *, lag_seconds: int, partitions: int) -> None:
+    """One finished rnp-sales recompute of cabinet 'a', its source change ``lag_seconds`` before ``now``."""
+    record_reaggregation(
+        conn,
+        domain="rnp-sales",
+        cabinet_id="a",
+        run_id="r",
+        trigger="sensor",
+        started_at=now - timedelta(seconds=2),
+        finished_at=now,
+        source_event_at=now - timedelta(seconds=lag_seconds),
+        partitions_requested=partitions,
+        partitions_recomputed=partitions,
+    )
+
+
 def queued_run(instance, conn, dagster_schema: str, queue: str) -> None:
     # A QUEUED run needs a remote origin (a code location); the figures only read status and tags,
     # so a NOT_STARTED run is moved to QUEUED in storage directly.
@@ -84,18 +100,7 @@ def test_scrape_reports_queue_runs_durations_and_sync_figures(dagster_instance, 
         status="failure",
     )
     warehouse_conn.execute("INSERT INTO cabinets (id, name) VALUES ('a', 'A'), ('b', 'B')")
-    record_reaggregation(
-        warehouse_conn,
-        domain="rnp-sales",
-        cabinet_id="a",
-        run_id="r",
-        trigger="sensor",
-        started_at=now - timedelta(seconds=2),
-        finished_at=now,
-        source_event_at=now - timedelta(seconds=40),
-        partitions_requested=4,
-        partitions_recomputed=4,
-    )
+    reaggregated(warehouse_conn, now, lag_seconds=40, partitions=4)
 
     after = scrape(registry)
     assert sample(after, "optima_metrics_up") == 1
@@ -204,16 +209,7 @@ def test_every_expression_of_the_shipped_grafana_dashboard_names_exported_series
             started_at=now - timedelta(seconds=5),
             finished_at=now,
         )
-    record_reaggregation(
-        warehouse_conn,
-        domain="rnp-sales",
-        cabinet_id="a",
-        run_id="r",
-        trigger="sensor",
-        started_at=now - timedelta(seconds=2),
-        finished_at=now,
-        source_event_at=now - timedelta(seconds=10),
-    )
+    reaggregated(warehouse_conn, now, lag_seconds=10, partitions=0)
     registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
     text = generate_latest(registry).decode()
     collector.close()

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from dagster import AssetKey, AssetMaterialization, SensorResult, SkipReason, build_sensor_context
+from dagster import AssetKey, AssetMaterialization, DagsterEventType, SensorResult, SkipReason, build_sensor_context
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
+from optima_pipelines.ops.metrics import build_registry
 from optima_pipelines.sensors.rnp import rnp_reaggregate_sensor
 from tests.rnp_feeds import (
     TODAY,
@@ -19,8 +22,23 @@ from tests.rnp_feeds import (
     last_storage_id,
     materialized_partitions,
     report_feed_event,
+    rnp_job,
     rnp_rows,
 )
+
+
+def scrape(database_url: str, settings) -> dict[tuple[str, frozenset], float]:
+    """What /metrics exports now, sample by sample."""
+    registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
+    try:
+        text = generate_latest(registry).decode()
+    finally:
+        collector.close()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def tick(instance, cursor: str | None = None) -> SensorResult | SkipReason:
@@ -198,11 +216,6 @@ def test_a_re_aggregation_through_the_sensor_shows_in_metrics_with_its_lag(
 ):
     """The seed's optima_reaggregate_* figures come from real recomputes: a 30-day import's events, the
     sensor's run, then a scrape of /metrics."""
-    from prometheus_client import generate_latest
-    from prometheus_client.parser import text_string_to_metric_families
-
-    from optima_pipelines.ops.metrics import build_registry
-
     add_cabinets(dagster_instance, "c1")
     for n in range(30):
         add_order(warehouse_conn, "c1", f"o{n}", days_ago(n), 42, "100.00")
@@ -212,14 +225,7 @@ def test_a_re_aggregation_through_the_sensor_shows_in_metrics_with_its_lag(
     [request] = result.run_requests or []
     execute_request(dagster_instance, request)
 
-    registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
-    text = generate_latest(registry).decode()
-    collector.close()
-    figures = {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+    figures = scrape(database_url, settings)
 
     def figure(name: str, **labels: str) -> float | None:
         return figures.get((name, frozenset(labels.items())))
@@ -232,3 +238,29 @@ def test_a_re_aggregation_through_the_sensor_shows_in_metrics_with_its_lag(
         assert figure("optima_reaggregate_lag_seconds_count", domain=domain) == 1, domain
         assert 0 < figure("optima_reaggregate_lag_seconds_sum", domain=domain) < 600, domain
     assert figure("optima_reaggregate_requests_total", domain="rnp-finance", status="success") is None
+
+
+def test_a_recompute_the_database_refuses_fails_at_once_with_the_cause_and_is_counted(
+    dagster_instance, warehouse_conn, database_url, settings
+):
+    """A permanent database error (here an integrity violation) is not retried three times: the run
+    fails on its first attempt naming the SQLSTATE, and /metrics counts one failed re-aggregation."""
+    add_cabinets(dagster_instance, "c1")
+    add_order(warehouse_conn, "c1", "o1", TODAY, 42, "100.00")
+    warehouse_conn.execute("ALTER TABLE rnp_sales ADD CONSTRAINT no_orders CHECK (orders_count = 0) NOT VALID")
+    result = rnp_job().execute_in_process(
+        instance=dagster_instance,
+        partition_key=f"c1|{TODAY}",
+        asset_selection=[AssetKey("rnp_sales")],
+        tags={"optima/trigger": "manual"},
+        raise_on_error=False,
+    )
+    assert not result.success
+    assert not [e for e in result.all_events if e.event_type == DagsterEventType.STEP_UP_FOR_RETRY]
+    [failure] = [e for e in result.all_events if e.event_type == DagsterEventType.STEP_FAILURE]
+    message = failure.step_failure_data.error.message
+    assert "CheckViolation (SQLSTATE 23514)" in message and "no_orders" in message, message
+
+    scraped = scrape(database_url, settings)
+    key = ("optima_reaggregate_requests_total", frozenset({"domain": "rnp-sales", "status": "failure"}.items()))
+    assert scraped.get(key) == 1
