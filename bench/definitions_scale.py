@@ -120,7 +120,7 @@ def fill(env: harness.Environment, cabinets: int, events: int, runs: int) -> Non
     with env.instance() as instance:  # creates Dagster's tables
         with env.connect() as conn:
             for cabinet in ids:
-                add_cabinet(conn, cipher, cabinet, cabinet.upper(), f"token-{cabinet}")
+                add_cabinet(conn, cipher, cabinet, cabinet.upper(), f"bench-token-{cabinet}-{cabinet}")
             harness.fill_runs(conn, f"dagster_{env.env}", runs, cabinets, in_flight=False)
         instance.add_dynamic_partitions(CABINETS_NAME, ids)
         # One increment's events, as the feed runs report them: each cabinet's today and yesterday.

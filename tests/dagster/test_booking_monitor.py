@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 from dagster import build_sensor_context
 
+from optima_pipelines import cabinets
 from optima_pipelines.db.connection import connect
 from optima_pipelines.definitions import RESOURCES
 from optima_pipelines.engines import booking
@@ -60,7 +61,7 @@ def task_row(conn, task_id: int):  # type: ignore[no-untyped-def]
 
 def test_a_task_is_matched_exactly_once_when_a_slot_appears(wb, warehouse_conn, dagster_instance, settings):
     today = wb.now().date()
-    # c1's token is refused (401): the poll falls back on the next cabinet's.
+    # c1's token is refused (401): the poll falls back on the next cabinet's, c2.
     blob = TokenCipher(load_key(settings)).encrypt("not-a-token")
     warehouse_conn.execute("UPDATE cabinets SET wb_token_encrypted = %s WHERE id = 'c1'", (blob,))
     first, last = today + timedelta(days=2), today + timedelta(days=5)
@@ -71,9 +72,16 @@ def test_a_task_is_matched_exactly_once_when_a_slot_appears(wb, warehouse_conn, 
     evaluate(dagster_instance)
     assert task_row(warehouse_conn, task) == ("open", False, True, None)  # looked, nothing yet
     assert task_row(warehouse_conn, past)[0] == "expired"  # its dates are over
-
-    # A slot appears on the second warehouse, two days into the range, at coefficient 1 for boxes.
+    # WB refused c1's own token: c1 is token_invalid and its task waits (kept open, not polled for).
+    status = warehouse_conn.execute("SELECT status FROM cabinets WHERE id = 'c1'").fetchone()
+    assert status == ("token_invalid",)
     wb.open_slot(WH2, first + timedelta(days=2), coefficient=1, box_type_id=2)
+    assert str(evaluate(dagster_instance).skip_message).startswith("1 open task(s)")  # c2's only
+    assert task_row(warehouse_conn, task)[:2] == ("open", False)
+
+    # `cabinets set-token` brings c1 back: the slot that appeared meanwhile (second warehouse, two days
+    # into the range, coefficient 1 for boxes) matches its task at the next tick.
+    cabinets.set_token(warehouse_conn, TokenCipher(load_key(settings)), "c1", wb.token("c1"))
     assert "matched: ['task" in str(evaluate(dagster_instance).skip_message)
     assert task_row(warehouse_conn, task)[:2] == ("matched", True)
     assert task_row(warehouse_conn, other)[0] == "open"  # it accepts free acceptance only
@@ -87,7 +95,7 @@ def test_a_task_is_matched_exactly_once_when_a_slot_appears(wb, warehouse_conn, 
         " FROM booking_matches ORDER BY id"
     ).fetchall()
     assert matches == [
-        (task, "c1", WH2, first + timedelta(days=2), 2, 1, "c2"),
+        (task, "c1", WH2, first + timedelta(days=2), 2, 1, "c1"),  # c1's turn: c2 asked last
         (other, "c2", WH1, first, 2, 0, "c2"),  # the free slot was the other task's
     ]
     assert booking.monitor_state(warehouse_conn).consecutive_errors == 0
