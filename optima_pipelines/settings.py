@@ -9,9 +9,11 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 
 from optima_pipelines.errors import ConfigError
+from optima_pipelines.timeutil import today_moscow
 
 ENV_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,29}$")
 
@@ -131,13 +133,27 @@ def validate_env_name(env: str) -> str:
     return env
 
 
+def _partitions_start(start: str) -> str:
+    """The first partition day: a real date, not after today (Moscow). A month 13 used to pass a
+    pattern check and fail only inside Dagster while the code location loaded, as a traceback; a
+    start in the future gave a deployment with no partitions, where every synced day is dropped."""
+    if not re.match(r"^\d{4}-\d{2}-\d{2}$", start):
+        raise ConfigError(f"OPTIMA_PARTITIONS_START must be YYYY-MM-DD, got {start!r}")
+    try:
+        day = date.fromisoformat(start)
+    except ValueError:
+        raise ConfigError(f"OPTIMA_PARTITIONS_START is not a date: {start!r}") from None
+    today = today_moscow()
+    if day > today:
+        raise ConfigError(f"OPTIMA_PARTITIONS_START {start} is after today ({today}): no day would have a partition")
+    return start
+
+
 def load_settings() -> Settings:
     """Read the settings from the environment; raises ConfigError on a bad value."""
     env = validate_env_name(os.environ.get("OPTIMA_ENV", "dev").strip() or "dev")
     state_dir = Path(os.environ.get("OPTIMA_STATE_DIR") or ".optima").expanduser().resolve()
-    start = os.environ.get("OPTIMA_PARTITIONS_START", "2025-01-01").strip()
-    if not re.match(r"^\d{4}-\d{2}-\d{2}$", start):
-        raise ConfigError(f"OPTIMA_PARTITIONS_START must be YYYY-MM-DD, got {start!r}")
+    start = _partitions_start(os.environ.get("OPTIMA_PARTITIONS_START", "2025-01-01").strip())
     return Settings(
         database_url=(os.environ.get("OPTIMA_DATABASE_URL") or "").strip() or None,
         env=env,

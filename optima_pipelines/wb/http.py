@@ -92,7 +92,7 @@ class _TokenAuth(httpx.Auth):
 
 
 #: Why ``token_problem`` refuses a token (the client and `cabinets add/set-token` say the same).
-TOKEN_RULE = "not a WB API token (empty, too short, or with spaces, control or non-ASCII characters)"
+TOKEN_RULE = "not a WB API token (16 to 8,192 visible ASCII characters: no spaces, control or non-ASCII characters)"
 
 
 def token_problem(token: str) -> str | None:

@@ -95,13 +95,21 @@ def test_every_command_has_help(optima_env):
 
 @pytest.mark.parametrize(
     "token",
-    ["abc\r\nX-Evil: 1", TOKEN[:20] + " " + TOKEN[20:], TOKEN[:20] + "\x07" + TOKEN[20:], TOKEN + "é", "short"],
+    [
+        "abc\r\nX-Evil: 1",
+        TOKEN[:20] + " " + TOKEN[20:],
+        TOKEN[:20] + "\x07" + TOKEN[20:],
+        TOKEN + "é",
+        "short",
+        "x" * 8193,  # longer than any header a server takes: it was refused as "too short" before
+    ],
 )
 def test_add_and_set_token_refuse_a_token_the_wb_client_would_refuse(optima_env, token):
     added = run_cli("cabinets", "add", "c-1", "--token-env", "BAD_TOKEN", env={"BAD_TOKEN": token})
     assert added.returncode == 1
     assert added.stderr.strip() == (
-        "error: the WB token is not a WB API token (empty, too short, or with spaces, control or non-ASCII characters)"
+        "error: the WB token is not a WB API token (16 to 8,192 visible ASCII characters: no spaces, control or "
+        "non-ASCII characters)"
     )
     assert run_cli("cabinets", "list").stdout.strip() == "no cabinets"
     assert run_cli("cabinets", "add", "c-1", "--token", TOKEN).returncode == 0

@@ -53,3 +53,20 @@ def test_bad_integer_setting_is_named(monkeypatch):
     monkeypatch.setenv("SYNC_QUEUE_CONCURRENCY", "five")
     with pytest.raises(ConfigError, match="SYNC_QUEUE_CONCURRENCY"):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    "start, message",
+    [
+        ("2026-13-01", "OPTIMA_PARTITIONS_START is not a date: '2026-13-01'"),
+        ("2026-02-30", "OPTIMA_PARTITIONS_START is not a date: '2026-02-30'"),
+        ("2099-01-01", "OPTIMA_PARTITIONS_START 2099-01-01 is after today"),
+        ("1.1.2025", "OPTIMA_PARTITIONS_START must be YYYY-MM-DD, got '1.1.2025'"),
+    ],
+)
+def test_a_partitions_start_that_is_no_past_date_is_named(monkeypatch, start, message):
+    # A month 13 passed the pattern check and broke only inside Dagster as the code location loaded.
+    monkeypatch.setenv("OPTIMA_PARTITIONS_START", start)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value).startswith(message)
