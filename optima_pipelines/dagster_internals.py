@@ -89,8 +89,8 @@ def set_sensor_loop_seconds(seconds: float) -> None:
     sensor_daemon.MIN_INTERVAL_LOOP_TIME = seconds  # type: ignore[assignment]
 
 
-def run_dagster_daemon() -> int:
+def run_dagster_daemon() -> None:
     """The ``dagster-daemon`` command itself (its console script calls this ``main``), in this process."""
     from dagster._daemon.cli import main
 
-    return main()
+    main()

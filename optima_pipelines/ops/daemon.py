@@ -18,11 +18,11 @@ from optima_pipelines.dagster_internals import run_dagster_daemon, set_sensor_lo
 SENSOR_LOOP_SECONDS = 1
 
 
-def main() -> int:
+def main() -> None:
     set_sensor_loop_seconds(SENSOR_LOOP_SECONDS)
     sys.argv[0] = "dagster-daemon"
-    return run_dagster_daemon()
+    run_dagster_daemon()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
