@@ -254,3 +254,15 @@ def test_a_write_to_the_mart_from_outside_the_recompute_is_repaired(warehouse, f
     assert rnp_rows(feeds, "rnp_daily", C, D)[101]["orders_sum"] == Decimal("1000.49")
     feeds.execute("TRUNCATE rnp_sales")
     assert recompute_partitions(warehouse, "rnp_sales", [(C, D)]).rows_changed == 2
+
+
+def test_a_cancellation_leaves_finance_alone_and_a_re_dated_order_moves_its_lines(warehouse, feeds):
+    recompute_all(warehouse, [(C, D), (C, PREV), (C, days_ago(2))])
+    feeds.execute("UPDATE wb_orders SET is_cancel = true WHERE cabinet_id = %s AND srid = 'o1'", (C,))
+    assert recompute_partitions(warehouse, "rnp_finance", [(C, D)]).unchanged == 1
+    assert recompute_partitions(warehouse, "rnp_sales", [(C, D)]).rows_changed == 1
+    feeds.execute("UPDATE wb_orders SET day = %s WHERE cabinet_id = %s AND srid = 'o4'", (days_ago(2), C))
+    stats = recompute_partitions(warehouse, "rnp_finance", [(C, PREV), (C, days_ago(2))])
+    assert stats.unchanged == 0
+    assert 102 not in rnp_rows(feeds, "rnp_finance", C, PREV)
+    assert rnp_rows(feeds, "rnp_finance", C, days_ago(2))[102]["payout"] == Decimal("900.00")

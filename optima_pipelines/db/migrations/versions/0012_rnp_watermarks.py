@@ -13,9 +13,10 @@ The counters are kept by statement-level triggers on the six feeds, whoever writ
 the CLI, a person in psql): each statement bumps the pairs its rows touch, as the re-aggregation
 sensor's event contract names them (docs/ARCHITECTURE.md):
 
-- ``wb_orders``: its days, for rnp_sales, rnp_finance and rnp_daily; and, for a new, deleted or
-  re-dated order, the own days of the report lines with its srid (they move to or from the order's
-  day), for rnp_finance and rnp_daily;
+- ``wb_orders``: its days, for rnp_sales and rnp_daily, and for rnp_finance when the order is new,
+  deleted or re-dated (the finance rollup reads orders only for their srid and day); and, for
+  those, the own days of the report lines with its srid (they move to or from the order's day),
+  for rnp_finance and rnp_daily;
 - ``wb_sales``: rnp_sales, rnp_daily; ``ad_campaign_stats``: rnp_ads, rnp_daily;
 - ``wb_report_lines``: the lines' own days and the days of their source orders, for rnp_finance
   and rnp_daily;
@@ -88,6 +89,7 @@ _FEED_CHANGED = """
 CREATE FUNCTION rnp_feed_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     targets text[];
+    own text[];
 BEGIN
     targets := CASE TG_TABLE_NAME
         WHEN 'wb_orders' THEN ARRAY['rnp_sales', 'rnp_finance', 'rnp_daily']
@@ -104,11 +106,15 @@ BEGIN
     ELSE
         TRUNCATE rnp_touched;
     END IF;
+    -- rnp_finance reads orders only for their srid and day: an update that keeps both (a
+    -- cancellation, a price) leaves it as it is.
+    own := CASE WHEN TG_TABLE_NAME = 'wb_orders' AND TG_OP = 'UPDATE' THEN ARRAY['rnp_sales', 'rnp_daily']
+                ELSE targets END;
     IF TG_OP IN ('INSERT', 'UPDATE') THEN
-        INSERT INTO rnp_touched SELECT DISTINCT n.cabinet_id, t, n.day FROM new_rows n, unnest(targets) t;
+        INSERT INTO rnp_touched SELECT DISTINCT n.cabinet_id, t, n.day FROM new_rows n, unnest(own) t;
     END IF;
     IF TG_OP IN ('DELETE', 'UPDATE') THEN
-        INSERT INTO rnp_touched SELECT DISTINCT o.cabinet_id, t, o.day FROM old_rows o, unnest(targets) t;
+        INSERT INTO rnp_touched SELECT DISTINCT o.cabinet_id, t, o.day FROM old_rows o, unnest(own) t;
     END IF;
     IF TG_TABLE_NAME = 'wb_report_lines' THEN
         -- Where the lines are placed: their source orders' days.
@@ -137,6 +143,12 @@ BEGIN
             FROM old_rows m JOIN wb_report_lines l ON l.cabinet_id = m.cabinet_id AND l.srid = m.srid,
                  unnest(ARRAY['rnp_finance', 'rnp_daily']) t;
         ELSE
+            -- A re-dated order: its old and new day, and its lines' own days.
+            INSERT INTO rnp_touched
+            SELECT DISTINCT n.cabinet_id, 'rnp_finance', d
+            FROM old_rows o JOIN new_rows n ON n.cabinet_id = o.cabinet_id AND n.srid = o.srid,
+                 unnest(ARRAY[o.day, n.day]) d
+            WHERE o.day IS DISTINCT FROM n.day;
             INSERT INTO rnp_touched
             SELECT DISTINCT l.cabinet_id, t, l.day
             FROM old_rows o JOIN new_rows n ON n.cabinet_id = o.cabinet_id AND n.srid = o.srid
