@@ -22,6 +22,11 @@ sensor's event contract names them (docs/ARCHITECTURE.md):
   and rnp_daily;
 - ``rnp_funnel_stats``, ``stocks``: rnp_daily.
 
+Rows are locked in key order by each statement; a feed transaction of several statements and a
+recompute of the same cabinet can still deadlock (PostgreSQL aborts one of them with SQLSTATE
+40P01, which retries.is_transient retries). The cost on a load: one GROUP BY of the statement's
+rows, and for new orders an index probe of report lines by srid (not measured by bench/ingest.py).
+
 A write to one of the four РНП tables by anything but the recompute (which sets
 ``optima.rnp_recompute`` for its transaction), and any TRUNCATE, forgets what that table's
 watermarks say was computed: the next recompute of every pair computes again.
