@@ -3,7 +3,8 @@
 Four processes, each an ``optima-pipelines serve ...`` command (or ``metrics``):
 
 - ``code-server``: Dagster's code server (gRPC) for the code location; it launches the run workers.
-- ``daemon``: ``dagster-daemon`` (schedules, sensors, the run queue, run monitoring, backfills).
+- ``daemon``: ``dagster-daemon`` (schedules, sensors, the run queue, run monitoring, backfills), its
+  sensor loop every second (``ops/daemon.py``).
 - ``webserver``: the Dagster UI behind basic auth (``ops/webserver.py``).
 - ``metrics``: ``/metrics`` and ``/health`` (``ops/server.py``).
 
