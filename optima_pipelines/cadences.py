@@ -89,9 +89,9 @@ def cadences() -> list[Cadence]:
             "-",
             None,
             "requests",
-            "every 10 s",
+            "every 2 s",
             "pending rows of the requests table (user imports and on-demand work)",
-            interval_seconds=10,
+            interval_seconds=2,
         ),
         Cadence(
             "account_busy_sensor",
@@ -135,9 +135,9 @@ def cadences() -> list[Cadence]:
             "re-aggregate",
             "rnp_recompute",
             "events",
-            "every 15 s",
+            "every 3 s",
             "new materializations of the feed assets in the event log (cursor)",
-            interval_seconds=15,
+            interval_seconds=3,
         ),
         Cadence(
             "rnp_merge_sync",

@@ -31,7 +31,9 @@ __all__ = [
     "SerializableErrorInfo",
     "coordinator_instance",
     "replace_run_queue_config",
+    "run_dagster_daemon",
     "serve_with_wrapped_app",
+    "set_sensor_loop_seconds",
 ]
 
 # WILL_RETRY_TAG ("dagster/will_retry"): Dagster's verdict on a failed run, "true" when the daemon's
@@ -76,3 +78,19 @@ def serve_with_wrapped_app(wrap: Callable[[Any], Any], serve: Callable[[], None]
         serve()
     finally:
         uvicorn.run = original  # type: ignore[assignment]
+
+
+def set_sensor_loop_seconds(seconds: float) -> None:
+    """How often the sensor daemon of this process wakes to evaluate the sensors that are due
+    (``MIN_INTERVAL_LOOP_TIME``, 5 s in 1.13, read by its loop on every pass; no setting exists).
+    Called by ops/daemon.py before the daemon starts."""
+    import dagster._daemon.sensor as sensor_daemon
+
+    sensor_daemon.MIN_INTERVAL_LOOP_TIME = seconds  # type: ignore[assignment]
+
+
+def run_dagster_daemon() -> None:
+    """The ``dagster-daemon`` command itself (its console script calls this ``main``), in this process."""
+    from dagster._daemon.cli import main
+
+    main()

@@ -50,9 +50,8 @@ from optima_pipelines.partitions import CABINET_DAY, cabinet_day_key, parse_cabi
 from optima_pipelines.queues import TAG_TRIGGER
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.retries import fail_on_permanent, is_transient
+from optima_pipelines.rnp_plan import MART, ROLLUPS
 
-ROLLUPS = ("rnp_sales", "rnp_ads", "rnp_finance")
-MART = "rnp_daily"
 #: In the order a recompute of all domains runs them: the merge reads the rollups.
 TABLES = (*ROLLUPS, MART)
 
@@ -110,6 +109,39 @@ FULL JOIN existing e ON e.cabinet_id = c.cabinet_id AND e.day = c.day AND e.nm_i
 WHERE c.nm_id IS NULL OR e.nm_id IS NULL OR ({computed_values}) IS DISTINCT FROM ({existing_values})
 """
 
+#: A first fill (the table holds no row of the pairs): the computed rows go straight into the table,
+#: without the full join against nothing and the temporary copy of every row a delta would be.
+_FILL = """
+WITH keys AS (
+    SELECT * FROM unnest(%(cabinets)s::text[], %(days)s::date[], %(covered)s::boolean[]) AS k (cabinet_id, day, covered)
+),
+{body}
+INSERT INTO {table} (cabinet_id, day, nm_id, {columns})
+SELECT c.cabinet_id, c.day, c.nm_id, {computed_values}
+FROM computed c JOIN keys k ON k.cabinet_id = c.cabinet_id AND k.day = c.day
+WHERE k.covered
+"""
+_UNCOVERED = """
+WITH keys AS (
+    SELECT * FROM unnest(%(cabinets)s::text[], %(days)s::date[], %(covered)s::boolean[]) AS k (cabinet_id, day, covered)
+),
+{body}
+SELECT count(*) FROM computed c JOIN keys k ON k.cabinet_id = c.cabinet_id AND k.day = c.day WHERE NOT k.covered
+"""
+_ANY = """
+SELECT EXISTS (
+    SELECT 1 FROM unnest(%(cabinets)s::text[], %(days)s::date[]) AS k (cabinet_id, day)
+    JOIN {table} t ON t.cabinet_id = k.cabinet_id AND t.day = k.day
+    WHERE t.day BETWEEN %(first)s AND %(last)s
+)
+"""
+#: After a first fill of a rollup: rnp_daily of its pairs is stale.
+_MART_STALE_PAIRS = """
+UPDATE rnp_watermarks w SET changes = w.changes + 1
+FROM unnest(%(cabinets)s::text[], %(days)s::date[]) AS k (cabinet_id, day)
+WHERE w.cabinet_id = k.cabinet_id AND w.table_name = 'rnp_daily' AND w.day = k.day
+"""
+
 #: The writes, each run only when the delta has rows for it, from the delta in a temporary table:
 #: the planner sees its real size (a handful of rows after a late cancellation, every row at a
 #: first fill), and a first fill is a plain INSERT (no conflict check: the cabinet's advisory lock
@@ -129,6 +161,31 @@ DELETE FROM {table} t
 USING rnp_delta d
 WHERE d.nm_id IS NULL AND t.day BETWEEN %(first)s AND %(last)s
   AND t.cabinet_id = d.old_cabinet_id AND t.day = d.old_day AND t.nm_id = d.old_nm_id
+"""
+#: The watermarks of the pairs (assets/../db/migrations/versions/0012_rnp_watermarks.py), created if
+#: missing and locked, in the order the feeds' triggers lock them: a feed write that is not
+#: committed yet holds its pairs' rows, so the recompute waits for it and then sees its rows; one
+#: that comes later bumps ``changes`` after the recompute's commit, and the pair is stale again.
+_WATERMARKS = """
+INSERT INTO rnp_watermarks AS w (cabinet_id, table_name, day)
+SELECT k.cabinet_id, t.table_name, k.day
+FROM unnest(%(cabinets)s::text[], %(days)s::date[]) AS k (cabinet_id, day), unnest(%(tables)s::text[]) AS t (table_name)
+ORDER BY 1, 2, 3
+ON CONFLICT (cabinet_id, table_name, day) DO UPDATE SET changes = w.changes
+RETURNING cabinet_id, table_name, day, changes, recomputed
+"""
+#: The pairs recomputed (and covered by a table partition) are up to date with the feeds.
+_MARK_RECOMPUTED = """
+UPDATE rnp_watermarks w SET recomputed = w.changes
+FROM unnest(%(cabinets)s::text[], %(days)s::date[]) AS k (cabinet_id, day)
+WHERE w.cabinet_id = k.cabinet_id AND w.table_name = %(table)s AND w.day = k.day
+"""
+#: A rollup's changed rows make rnp_daily of their pairs stale (the merge reads the rollups).
+_MART_STALE = """
+UPDATE rnp_watermarks w SET changes = w.changes + 1
+FROM (SELECT DISTINCT coalesce(cabinet_id, old_cabinet_id) AS cabinet_id, coalesce(day, old_day) AS day
+      FROM rnp_delta) d
+WHERE w.cabinet_id = d.cabinet_id AND w.table_name = 'rnp_daily' AND w.day = d.day
 """
 _COUNT = """
 SELECT count(*) FROM unnest(%(cabinets)s::text[], %(days)s::date[]) AS k (cabinet_id, day)
@@ -176,6 +233,8 @@ class RecomputeStats:
     #: Rows computed for days that have no table partition: dropped, by design (partition-manager).
     rows_dropped: int = 0
     days_outside_partitions: set[date] = field(default_factory=set)
+    #: Pairs skipped: their feeds have not changed since their last recompute (their watermark).
+    unchanged: int = 0
 
     def add(self, other: "RecomputeStats") -> None:
         self.partitions += other.partitions
@@ -184,12 +243,14 @@ class RecomputeStats:
         self.rows_removed += other.rows_removed
         self.rows_dropped += other.rows_dropped
         self.days_outside_partitions |= other.days_outside_partitions
+        self.unchanged += other.unchanged
 
     def metadata(self) -> dict[str, Any]:
         # A ranged run reports one result for all its partitions, hence "batch_".
         return {
             "batch_partitions": self.partitions,
             "batch_rows": self.rows,
+            "batch_partitions_unchanged": self.unchanged,
             "batch_rows_changed": self.rows_changed,
             "batch_rows_removed": self.rows_removed,
             "batch_rows_dropped_outside_table_partitions": self.rows_dropped,
@@ -211,16 +272,31 @@ def _lock_cabinets(conn: psycopg.Connection, cabinets: Sequence[str]) -> None:
     )
 
 
-def recompute(conn: psycopg.Connection, table: str, pairs: Sequence[tuple[str, date]]) -> RecomputeStats:
+def recompute(
+    conn: psycopg.Connection, table: str, pairs: Sequence[tuple[str, date]], *, force: bool = False
+) -> RecomputeStats:
     """Make ``table``'s rows of these (cabinet, day) pairs what the feeds say, inside the caller's
-    transaction: changed rows are updated, new ones inserted, vanished ones deleted."""
+    transaction: changed rows are updated, new ones inserted, vanished ones deleted. Pairs whose
+    feeds have not changed since their last recompute (their watermark) are skipped, unless ``force``."""
     pairs = sorted(set(pairs))
     stats = RecomputeStats(table=table, partitions=len(pairs))
     if not pairs:
         return stats
+    _lock_cabinets(conn, [c for c, _ in pairs])
+    # Our own writes to the table do not reset its watermarks (migration 0012's trigger).
+    conn.execute("SET LOCAL optima.rnp_recompute = 'on'")
+    tables = [table, MART] if table in ROLLUPS else [table]
+    marks = conn.execute(
+        _WATERMARKS, {"cabinets": [c for c, _ in pairs], "days": [d for _, d in pairs], "tables": tables}
+    ).fetchall()
+    fresh = {(c, d) for c, t, d, changes, done in marks if t == table and done == changes}
+    if not force:
+        stats.unchanged = len(fresh)
+        pairs = [p for p in pairs if p not in fresh]
+        if not pairs:
+            return stats
     cabinets = [c for c, _ in pairs]
     days = [d for _, d in pairs]
-    _lock_cabinets(conn, cabinets)
     # Creating or dropping a partition locks the whole table: holding this lock until commit keeps
     # the partitions read below the ones the statement writes into.
     conn.execute(sql.SQL("LOCK TABLE {} IN ROW EXCLUSIVE MODE").format(sql.Identifier(table)))
@@ -240,6 +316,20 @@ def recompute(conn: psycopg.Connection, table: str, pairs: Sequence[tuple[str, d
         "last": max(days),
     }
     columns = value_columns(conn, table)
+    done = [p for p, ok in zip(pairs, covered, strict=True) if ok]
+    done_params = {"cabinets": [c for c, _ in done], "days": [d for _, d in done], "table": table}
+    stats.days_outside_partitions = {d for d, ok in zip(days, covered, strict=True) if not ok}
+    held = conn.execute(_statement(_ANY, table, columns), params).fetchone()
+    if held is not None and not held[0]:
+        inserted = conn.execute(_statement(_FILL, table, columns), params).rowcount
+        if stats.days_outside_partitions:
+            dropped = conn.execute(_statement(_UNCOVERED, table, columns), params).fetchone()
+            stats.rows_dropped = int(dropped[0]) if dropped else 0
+        if table in ROLLUPS and inserted:
+            conn.execute(_MART_STALE_PAIRS, done_params)
+        conn.execute(_MARK_RECOMPUTED, done_params)
+        stats.rows = stats.rows_changed = inserted
+        return stats
     conn.execute("DROP TABLE IF EXISTS pg_temp.rnp_delta")
     conn.execute(
         sql.SQL("CREATE TEMP TABLE rnp_delta ON COMMIT DROP AS {}").format(_statement(_DELTA, table, columns)), params
@@ -259,10 +349,12 @@ def recompute(conn: psycopg.Connection, table: str, pairs: Sequence[tuple[str, d
         if count:
             conn.execute(_statement(template, table, columns), params)
     stats.rows_changed, stats.rows_removed = to_update + to_insert, to_delete
+    if table in ROLLUPS and (to_update or to_insert or to_delete):
+        conn.execute(_MART_STALE)
+    conn.execute(_MARK_RECOMPUTED, done_params)
     counted = conn.execute(_statement(_COUNT, table, columns), params).fetchone()
     assert counted is not None
     stats.rows = int(counted[0])
-    stats.days_outside_partitions = {d for d, ok in zip(days, covered, strict=True) if not ok}
     return stats
 
 
@@ -289,8 +381,11 @@ def refresh_statistics(conn: psycopg.Connection, tables: Sequence[str]) -> list[
     return stale
 
 
-def recompute_partitions(warehouse: Warehouse, table: str, pairs: Sequence[tuple[str, date]]) -> RecomputeStats:
-    """Recompute ``table`` for these (cabinet, day) pairs, PARTITIONS_PER_TRANSACTION at a time."""
+def recompute_partitions(
+    warehouse: Warehouse, table: str, pairs: Sequence[tuple[str, date]], *, force: bool = False
+) -> RecomputeStats:
+    """Recompute ``table`` for these (cabinet, day) pairs, PARTITIONS_PER_TRANSACTION at a time
+    (the pairs whose feeds did not change since their last recompute are skipped, unless ``force``)."""
     ordered = sorted(set(pairs))
     total = RecomputeStats(table=table)
     with warehouse.connect() as conn:
@@ -298,7 +393,7 @@ def recompute_partitions(warehouse: Warehouse, table: str, pairs: Sequence[tuple
             refresh_statistics(conn, INPUTS[table])
         for i in range(0, len(ordered), PARTITIONS_PER_TRANSACTION):
             with conn.transaction():
-                total.add(recompute(conn, table, ordered[i : i + PARTITIONS_PER_TRANSACTION]))
+                total.add(recompute(conn, table, ordered[i : i + PARTITIONS_PER_TRANSACTION], force=force))
     return total
 
 
@@ -309,6 +404,9 @@ def _run_pairs(context: AssetExecutionContext | AssetCheckExecutionContext) -> l
 #: The run tag the re-aggregation sensor and the nightly merge set: when the oldest change their run
 #: answers was stored (ISO 8601, UTC). The re-aggregation lag metrics measure from it.
 TAG_SOURCE_EVENT_AT = "optima/source-event-at"
+#: ``all`` on a run: recompute every pair of the run, even those whose watermark says their feeds
+#: did not change (the nightly rnp-merge-sync sets it: it is the safety net; a person may set it).
+TAG_RECOMPUTE = "optima/rnp-recompute"
 
 
 def _source_event_at(tags: Mapping[str, str]) -> datetime | None:
@@ -358,7 +456,8 @@ def _materialize(context: AssetExecutionContext, warehouse: Warehouse, table: st
     pairs = _run_pairs(context)
     started_at = datetime.now(UTC)
     try:
-        stats = recompute_partitions(warehouse, table, pairs)
+        force = context.run.tags.get(TAG_RECOMPUTE) == "all"
+        stats = recompute_partitions(warehouse, table, pairs, force=force)
     except Exception as exc:
         # A data, integrity or syntax error fails at once (retries.is_transient's rule); a transient one
         # is retried by RECOMPUTE_RETRY. Either way the last attempt is a failure to count.

@@ -158,6 +158,9 @@ def apply_plan(conn: psycopg.Connection, plan: PartitionPlan) -> None:
         )
     for name in plan.drop:
         conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(name)))
+    if plan.drop:
+        # Their РНП rows are gone: a recompute of those days must not take them for up to date.
+        conn.execute("DELETE FROM rnp_watermarks WHERE table_name = %s AND day < %s", (plan.table, plan.horizon))
 
 
 def manage_partitions(warehouse: Warehouse, today: date, retention_months: int) -> list[PartitionPlan]:

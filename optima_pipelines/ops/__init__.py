@@ -5,6 +5,7 @@
 - ``metrics`` + ``server``: the ``/metrics`` and ``/health`` process (``optima-pipelines metrics``);
 - ``health``: the checks behind ``optima-pipelines health`` and ``/health``;
 - ``webserver``: the Dagster UI behind HTTP basic auth;
+- ``daemon``: ``dagster-daemon`` with its sensor loop every second;
 - ``processes``: the processes ``dev`` supervises and production runs as services;
 - ``retention``: the nightly ``prune_runs`` job.
 """

@@ -3,7 +3,8 @@
 Four processes, each an ``optima-pipelines serve ...`` command (or ``metrics``):
 
 - ``code-server``: Dagster's code server (gRPC) for the code location; it launches the run workers.
-- ``daemon``: ``dagster-daemon`` (schedules, sensors, the run queue, run monitoring, backfills).
+- ``daemon``: ``dagster-daemon`` (schedules, sensors, the run queue, run monitoring, backfills), its
+  sensor loop every second (``ops/daemon.py``).
 - ``webserver``: the Dagster UI behind basic auth (``ops/webserver.py``).
 - ``metrics``: ``/metrics`` and ``/health`` (``ops/server.py``).
 
@@ -77,8 +78,8 @@ def code_server_argv(module: str, location_name: str, host: str, port: int) -> l
 
 
 def daemon_argv(workspace: Path) -> list[str]:
-    daemon = Path(sys.executable).with_name("dagster-daemon")
-    return [str(daemon), "run", "-w", str(workspace)]
+    # dagster-daemon with its sensor loop every second (ops/daemon.py).
+    return [sys.executable, "-m", "optima_pipelines.ops.daemon", "run", "-w", str(workspace)]
 
 
 def wait_for_code_server(host: str, port: int, timeout: float, env: dict[str, str] | None = None) -> None:

@@ -202,3 +202,67 @@ def test_drr_of_orders_is_zero_for_a_product_with_orders_and_no_ads(warehouse, f
     assert rows[104]["drr_of_orders_sum_percent"] == 0  # no ad spend against 640 ₽ of orders: 0 %, known
     assert rows[104]["drr_of_ad_orders_sum_percent"] is None  # no orders from ads: no denominator
     assert rows[103]["drr_of_orders_sum_percent"] is None  # a return and no order: orders_sum is 0
+
+
+# --- watermarks: unchanged pairs are skipped, and only those --------------------------------------
+
+
+def test_a_range_again_with_nothing_changed_computes_and_writes_nothing(warehouse, feeds):
+    first = recompute_all(warehouse, [(C, D), (C, PREV)])
+    again = recompute_all(warehouse, [(C, D), (C, PREV)])
+    assert all(s.unchanged == 0 and s.rows_changed > 0 for t, s in first.items() if t != "rnp_ads")
+    assert all((s.unchanged, s.rows_changed, s.rows_removed) == (2, 0, 0) for s in again.values())
+    # Forced, the same: nothing to write.
+    forced = {t: recompute_partitions(warehouse, t, [(C, D), (C, PREV)], force=True) for t in again}
+    assert all((s.unchanged, s.rows_changed, s.rows_removed) == (0, 0, 0) for s in forced.values())
+
+
+def test_a_feed_write_makes_its_pair_stale_and_only_its_pair(warehouse, feeds):
+    recompute_all(warehouse, [(C, D), (C, PREV)])
+    add_order(feeds, C, "o9", D, 101, "10.00")
+    stats = recompute_partitions(warehouse, "rnp_sales", [(C, D), (C, PREV)])
+    assert (stats.unchanged, stats.rows_changed) == (1, 1)
+    assert rnp_rows(feeds, "rnp_sales", C, D)[101]["orders_count"] == 4
+    # The rollup's change makes rnp_daily of D stale, though the sensor asks only for the merge.
+    daily = recompute_partitions(warehouse, "rnp_daily", [(C, D), (C, PREV)])
+    assert (daily.unchanged, daily.rows_changed) == (1, 1)
+    assert rnp_rows(feeds, "rnp_daily", C, D)[101]["orders_count"] == 4
+
+
+def test_an_order_arriving_after_its_report_line_makes_both_days_stale(warehouse, feeds):
+    late_day, line_day = days_ago(9), days_ago(3)
+    add_report_line(feeds, C, 50, line_day, 104, srid="late", for_pay="42.00")
+    recompute_all(warehouse, [(C, late_day), (C, line_day)])
+    assert rnp_rows(feeds, "rnp_finance", C, line_day)[104]["payout"] == Decimal("42.00")
+    add_order(feeds, C, "late", late_day, 104, "50.00")  # the line moves to its order's day
+    stats = recompute_partitions(warehouse, "rnp_finance", [(C, late_day), (C, line_day)])
+    assert stats.unchanged == 0
+    assert 104 not in rnp_rows(feeds, "rnp_finance", C, line_day)
+    assert rnp_rows(feeds, "rnp_finance", C, late_day)[104]["payout"] == Decimal("42.00")
+    # A report line of a known order changed later: its order's day is stale, not only its own.
+    feeds.execute("UPDATE wb_report_lines SET for_pay = 43 WHERE cabinet_id = %s AND rrd_id = 50", (C,))
+    stats = recompute_partitions(warehouse, "rnp_finance", [(C, late_day)])
+    assert stats.unchanged == 0
+    assert rnp_rows(feeds, "rnp_finance", C, late_day)[104]["payout"] == Decimal("43.00")
+
+
+def test_a_write_to_the_mart_from_outside_the_recompute_is_repaired(warehouse, feeds):
+    recompute_all(warehouse, [(C, D)])
+    feeds.execute("UPDATE rnp_daily SET orders_sum = 0 WHERE cabinet_id = %s AND day = %s", (C, D))
+    stats = recompute_partitions(warehouse, "rnp_daily", [(C, D)])
+    assert (stats.unchanged, stats.rows_changed) == (0, 1)  # the one product with orders that day
+    assert rnp_rows(feeds, "rnp_daily", C, D)[101]["orders_sum"] == Decimal("1000.49")
+    feeds.execute("TRUNCATE rnp_sales")
+    assert recompute_partitions(warehouse, "rnp_sales", [(C, D)]).rows_changed == 2
+
+
+def test_a_cancellation_leaves_finance_alone_and_a_re_dated_order_moves_its_lines(warehouse, feeds):
+    recompute_all(warehouse, [(C, D), (C, PREV), (C, days_ago(2))])
+    feeds.execute("UPDATE wb_orders SET is_cancel = true WHERE cabinet_id = %s AND srid = 'o1'", (C,))
+    assert recompute_partitions(warehouse, "rnp_finance", [(C, D)]).unchanged == 1
+    assert recompute_partitions(warehouse, "rnp_sales", [(C, D)]).rows_changed == 1
+    feeds.execute("UPDATE wb_orders SET day = %s WHERE cabinet_id = %s AND srid = 'o4'", (days_ago(2), C))
+    stats = recompute_partitions(warehouse, "rnp_finance", [(C, PREV), (C, days_ago(2))])
+    assert stats.unchanged == 0
+    assert 102 not in rnp_rows(feeds, "rnp_finance", C, PREV)
+    assert rnp_rows(feeds, "rnp_finance", C, days_ago(2))[102]["payout"] == Decimal("900.00")

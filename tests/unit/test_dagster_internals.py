@@ -112,3 +112,20 @@ def test_no_other_module_uses_a_dagster_internal() -> None:
 @pytest.mark.parametrize("name", internals.__all__)
 def test_every_name_the_module_exports_exists(name: str) -> None:
     assert hasattr(internals, name)
+
+
+def test_the_sensor_loop_sleeps_for_the_constant_we_set() -> None:
+    import dagster._daemon.sensor as sensor_daemon
+
+    assert sensor_daemon.MIN_INTERVAL_LOOP_TIME == 5 or sensor_daemon.MIN_INTERVAL_LOOP_TIME == 1
+    source = inspect.getsource(sensor_daemon.execute_sensor_iteration_loop)
+    assert "MIN_INTERVAL_LOOP_TIME - loop_duration" in source, (
+        "Dagster's sensor loop no longer sleeps for MIN_INTERVAL_LOOP_TIME: ops/daemon.py's 1-s sensor loop "
+        "(set_sensor_loop_seconds) has no effect"
+    )
+    original = sensor_daemon.MIN_INTERVAL_LOOP_TIME
+    try:
+        internals.set_sensor_loop_seconds(1)
+        assert sensor_daemon.MIN_INTERVAL_LOOP_TIME == 1
+    finally:
+        sensor_daemon.MIN_INTERVAL_LOOP_TIME = original

@@ -1,0 +1,295 @@
+"""The re-aggregation planner: which (cabinet, day) partitions of which РНП tables a set of feed
+changes makes stale, and how they are batched into runs. Free of Dagster (a test holds it to that):
+sensors/rnp.py reads the event log and turns these plans into RunRequests; the nightly merge's plan
+is built here from what it read in the warehouse.
+
+Which days, following DESIGN.md §2 and the event contract in docs/ARCHITECTURE.md:
+
+| feed event | rollup | days recomputed |
+|---|---|---|
+| wb_orders / wb_sales, scheduled sync | rnp_sales | each materialized partition's day: the Moscow days of the orders and sales written |
+| wb_orders with ``finance_days`` | rnp_finance | the partition's day and its ``finance_days``: report lines of these orders move from there to the orders' day |
+| wb_orders / wb_sales, user import | rnp_sales | each materialized day: an import reports every day of [dateFrom, today] and every other day it touched |
+| wb_report_lines, finance sync or report import | rnp_finance | the event's ``affected_days`` (the days of the lines' source orders) and the partition's own day |
+| ad_campaign_stats | rnp_ads | each materialized day |
+| rnp_funnel_stats, stocks | (merge only) | each materialized day |
+
+The finance event's own day is recomputed too: a line whose source order arrived after it was
+first loaded moves from its own day to the order's, and the day it left must lose it. The other way
+round, an order that arrives after its report lines (or whose day changes) names in ``finance_days``
+the days its lines leave: rnp_finance of those and of the order's day is recomputed.
+
+Requests are batched without recomputing anything extra: per cabinet, each rollup's days become
+ranges of consecutive days; cabinets with the same (range, rollups), adjacent in the dynamic
+partition order, share one run over the rectangle cabinets × days (a partition range of the
+cabinet × day partitions is exactly that rectangle). A 90-day import of one cabinet is one run;
+a tick in which 50 cabinets synced today's orders is one run too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from typing import Any
+
+from optima_pipelines.errors import InvalidInput
+
+ROLLUPS = ("rnp_sales", "rnp_ads", "rnp_finance")
+MART = "rnp_daily"
+
+#: The feed assets (issues 4 and 5) and the rollup each one feeds; None: only the merge reads it.
+FEED_ROLLUP: dict[str, str | None] = {
+    "wb_orders": "rnp_sales",
+    "wb_sales": "rnp_sales",
+    "ad_campaign_stats": "rnp_ads",
+    "wb_report_lines": "rnp_finance",
+    "rnp_funnel_stats": None,
+    "stocks": None,
+}
+#: Events read per feed per tick; the rest wait for the next tick (the cursor says where).
+MAX_EVENTS_PER_FEED = 5000
+#: Partitions (cabinet-days) per run. One cabinet × 90 days × 5,000 products (450,000 rows) takes
+#: about 20 s to fill on the 2-core test machine (bench/rnp_recompute.py); a bigger rectangle is
+#: split so that one run stays bounded.
+MAX_PARTITIONS_PER_RUN = 400
+MERGE_WINDOW_DAYS = 3
+HEAL_DAYS = 90
+
+
+# --- events and days ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FeedEvent:
+    """A materialization of one feed partition: "rows of this day changed"."""
+
+    feed: str
+    cabinet_id: str
+    day: date
+    affected_days: tuple[date, ...] = ()
+    trigger: str | None = None
+    #: wb_orders: days that report lines of these orders leave for the partition's day.
+    finance_days: tuple[date, ...] = ()
+
+
+def _raw(value: Any) -> Any:
+    """A metadata entry's value: Dagster's MetadataValue wrappers (duck-typed: no Dagster here) hold it in ``value``."""
+    return value.value if hasattr(value, "value") and not isinstance(value, str | list | dict) else value
+
+
+def parse_affected_days(value: Any, key: str = "affected_days") -> tuple[date, ...]:
+    """``affected_days`` (or ``finance_days``) metadata, a JSON list of ISO dates as JSON or text → dates."""
+    raw = _raw(value)
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            raise InvalidInput(f"{key} {raw[:80]!r} is not a JSON list of ISO dates") from None
+    if not isinstance(raw, list):
+        raise InvalidInput(f"{key} must be a list of ISO dates, got {type(raw).__name__}")
+    days = []
+    for item in raw:
+        try:
+            days.append(date.fromisoformat(str(item)))
+        except ValueError:
+            raise InvalidInput(f"{key} contains {item!r}, which is not an ISO date (YYYY-MM-DD)") from None
+    return tuple(sorted(set(days)))
+
+
+def feed_event(feed: str, cabinet_id: str, day: date, metadata: Mapping[str, Any]) -> FeedEvent:
+    """A FeedEvent from a materialization of the feed's (cabinet, day) partition; raises InvalidInput
+    naming what is wrong."""
+    if feed not in FEED_ROLLUP:
+        raise InvalidInput(f"{feed!r} is not a feed of the РНП (expected one of {', '.join(FEED_ROLLUP)})")
+    affected = parse_affected_days(metadata["affected_days"]) if "affected_days" in metadata else ()
+    finance = parse_affected_days(metadata["finance_days"], "finance_days") if "finance_days" in metadata else ()
+    trigger = _raw(metadata.get("trigger"))
+    return FeedEvent(feed, cabinet_id, day, affected, str(trigger) if trigger is not None else None, finance)
+
+
+def days_to_recompute(event: FeedEvent) -> frozenset[date]:
+    """The Moscow days whose rollup this event makes stale: its own day and its affected_days."""
+    return frozenset({event.day, *event.affected_days})
+
+
+#: (cabinet, day) → rollups to recompute there (empty: the merge only). The merge always runs.
+Demands = dict[tuple[str, date], set[str]]
+
+
+@dataclass
+class DayDemands:
+    demands: Demands = field(default_factory=dict)
+    #: (cabinet, day) pairs asked for but outside the Dagster partitions (before
+    #: OPTIMA_PARTITIONS_START, or after today): there is no partition to request.
+    out_of_range: list[tuple[str, date]] = field(default_factory=list)
+
+
+def rollups_by_day(event: FeedEvent) -> dict[date, set[str]]:
+    """The rollups this event makes stale, per Moscow day (an empty set: the merge only)."""
+    rollup = FEED_ROLLUP[event.feed]
+    out: dict[date, set[str]] = {day: {rollup} if rollup else set() for day in days_to_recompute(event)}
+    if event.finance_days:  # report lines move from these days to the partition's (the orders') day
+        for day in (event.day, *event.finance_days):
+            out.setdefault(day, set()).add("rnp_finance")
+    return out
+
+
+def demands_from_events(events: Iterable[FeedEvent], first_day: date, last_day: date) -> DayDemands:
+    result = DayDemands()
+    for event in events:
+        for day, rollups in rollups_by_day(event).items():
+            if not first_day <= day <= last_day:
+                result.out_of_range.append((event.cabinet_id, day))
+                continue
+            result.demands.setdefault((event.cabinet_id, day), set()).update(rollups)
+    return result
+
+
+# --- batching ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """One run: ``rollups`` then the merge, over the rectangle ``cabinets`` × [start, end]."""
+
+    cabinets: tuple[str, ...]
+    start: date
+    end: date
+    rollups: tuple[str, ...]
+
+    @property
+    def asset_keys(self) -> list[str]:
+        return [*self.rollups, MART]
+
+    @property
+    def days(self) -> int:
+        return (self.end - self.start).days + 1
+
+    @property
+    def partitions(self) -> int:
+        return len(self.cabinets) * self.days
+
+    def pairs(self) -> list[tuple[str, date]]:
+        return [(c, self.start + timedelta(n)) for c in self.cabinets for n in range(self.days)]
+
+    @property
+    def key(self) -> str:
+        cabinets = self.cabinets[0] if len(self.cabinets) == 1 else f"{self.cabinets[0]}..{self.cabinets[-1]}"
+        return f"{'+'.join(self.rollups) or 'merge'}:{cabinets}:{self.start}..{self.end}"
+
+
+def day_ranges(days: Iterable[date]) -> list[tuple[date, date]]:
+    """Maximal runs of consecutive days, in order."""
+    ranges: list[tuple[date, date]] = []
+    for day in sorted(set(days)):
+        if ranges and day == ranges[-1][1] + timedelta(1):
+            ranges[-1] = (ranges[-1][0], day)
+        else:
+            ranges.append((day, day))
+    return ranges
+
+
+def _split(recompute: Recompute, max_partitions: int) -> list[Recompute]:
+    out = []
+    span = min(recompute.days, max_partitions)
+    per_run = max(1, max_partitions // span)
+    for first in range(0, recompute.days, span):
+        start = recompute.start + timedelta(first)
+        end = min(recompute.end, start + timedelta(span - 1))
+        for i in range(0, len(recompute.cabinets), per_run):
+            out.append(Recompute(recompute.cabinets[i : i + per_run], start, end, recompute.rollups))
+    return out
+
+
+def plan_recomputes(
+    demands: Mapping[tuple[str, date], set[str]],
+    cabinet_order: Sequence[str],
+    *,
+    max_partitions: int = MAX_PARTITIONS_PER_RUN,
+) -> list[Recompute]:
+    """The fewest runs this method finds that recompute exactly the demanded (rollup, cabinet, day)s.
+
+    ``cabinet_order`` is the order of the dynamic cabinet partitions: a partition range covers the
+    cabinets between its ends in that order, so only neighbours there can share a run. A cabinet not
+    in it gets runs of its own.
+    """
+    # Per cabinet, each rollup's days as ranges; ranges shared by several rollups become one run.
+    # "" stands for the merge alone.
+    by_cabinet: dict[str, dict[str, set[date]]] = defaultdict(lambda: defaultdict(set))
+    for (cabinet, day), wanted in demands.items():
+        for rollup in wanted or {""}:
+            by_cabinet[cabinet][rollup].add(day)
+    signatures: dict[tuple[date, date, tuple[str, ...]], list[str]] = defaultdict(list)
+    for cabinet, days_by_rollup in by_cabinet.items():
+        spans: dict[tuple[date, date], set[str]] = defaultdict(set)
+        for rollup, days in days_by_rollup.items():
+            for span in day_ranges(days):
+                spans[span].add(rollup)
+        for (start, end), names in spans.items():
+            signatures[(start, end, tuple(r for r in ROLLUPS if r in names))].append(cabinet)
+
+    position = {c: i for i, c in enumerate(cabinet_order)}
+    plan: list[Recompute] = []
+    for (start, end, rollups), cabinets in signatures.items():
+        known = sorted((c for c in cabinets if c in position), key=position.__getitem__)
+        groups: list[list[str]] = []
+        for cabinet in known:
+            if groups and position[cabinet] == position[groups[-1][-1]] + 1:
+                groups[-1].append(cabinet)
+            else:
+                groups.append([cabinet])
+        groups.extend([c] for c in sorted(c for c in cabinets if c not in position))
+        for group in groups:
+            plan.extend(_split(Recompute(tuple(group), start, end, rollups), max_partitions))
+    return sorted(plan, key=lambda r: (r.start, r.cabinets, r.rollups))
+
+
+# --- the sensor's cursor -------------------------------------------------------------------
+
+
+def parse_cursor(cursor: str | None) -> dict[str, int]:
+    """The sensor cursor: the last storage id read, per feed."""
+    if not cursor:
+        return {}
+    try:
+        raw = json.loads(cursor)
+    except json.JSONDecodeError:
+        raw = None
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, int) for k, v in raw.items()):
+        raise InvalidInput(
+            f"cursor {cursor[:80]!r} is not a JSON object of feed → storage id; "
+            "clear it in the UI to read the feeds' events from the beginning"
+        )
+    return raw
+
+
+def tick_id(cursor: Mapping[str, int]) -> str:
+    # Run keys must differ between ticks (a sensor's run_key dedup is permanent, DESIGN.md §4.9)
+    # yet repeat when a tick is re-evaluated after a crash: the cursor the tick moves to is both.
+    return hashlib.sha1(json.dumps(cursor, sort_keys=True).encode()).hexdigest()[:12]
+
+
+# --- rnp-merge-sync (the nightly merge) --------------------------------------------------------
+
+
+def merge_sync_demands(
+    cabinets: Sequence[str],
+    today: date,
+    first_day: date,
+    healed: Sequence[tuple[str, date]],
+    placed: Sequence[tuple[str, date]],
+) -> Demands:
+    """Every rollup and the merge for the last MERGE_WINDOW_DAYS days of each cabinet and the
+    ``healed`` pairs; the finance rollup of the ``placed`` pairs (where the window's report lines
+    belong: their source orders' days)."""
+    window = [today - timedelta(n) for n in range(MERGE_WINDOW_DAYS)]
+    demands: Demands = {}
+    for pair in placed:
+        demands[pair] = {"rnp_finance"}
+    for pair in [(c, d) for c in cabinets for d in window if d >= first_day] + list(healed):
+        demands[pair] = set(ROLLUPS)
+    return demands
