@@ -41,6 +41,7 @@ from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import catalog
 from optima_pipelines.sync import finance as fin
+from optima_pipelines.sync.report_file import parse_report_file
 from optima_pipelines.sync.runs import SyncRun
 
 
@@ -138,7 +139,7 @@ class ReportImportConfig(CabinetSyncConfig):
 def _import(call: SyncCall) -> list[SyncRun]:
     config = call.config
     assert isinstance(config, ReportImportConfig)
-    report = fin.parse_report_file(Path(config.path), config.format)
+    report = parse_report_file(Path(config.path), config.format)
 
     def refresh_catalog() -> None:
         # The report names products the warehouse does not know: ask WB for the cabinet's cards.

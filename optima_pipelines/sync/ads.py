@@ -20,12 +20,13 @@ from datetime import date, timedelta
 import psycopg
 
 from optima_pipelines.load import merge_rows
+from optima_pipelines.queues import RNP_ADS_SYNC
 from optima_pipelines.sync.runs import Connect, SyncRun, finish, note_stored, page_connection
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import AdStat, Campaign, WbClient, WbDeferred
 
-QUEUE = "rnp-ads-sync"
+QUEUE = RNP_ADS_SYNC
 STATS_FEED = "ad_campaign_stats"
 CAMPAIGNS_FEED = "ad_campaigns"
 STATE_FEED = "ads"

@@ -17,10 +17,11 @@ wait long, and a listing cut short by WB deletes nothing.
 from __future__ import annotations
 
 from optima_pipelines.load import merge_rows
+from optima_pipelines.queues import CATALOG_SYNC
 from optima_pipelines.sync.runs import Connect, SyncRun, finish, page_connection
 from optima_pipelines.wb import Card, Price, WbClient, WbDeferred
 
-QUEUE = "catalog-sync"
+QUEUE = CATALOG_SYNC
 CARDS_STATE_FEED = "cards"
 PRICES_STATE_FEED = "prices"
 CARD_COLUMNS = ("cabinet_id", *Card.COLUMNS)

@@ -27,6 +27,7 @@ from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import MergeResult, merge_rows
 from optima_pipelines.logs import get_logger
 from optima_pipelines.ops.records import record_feed_sync
+from optima_pipelines.queues import DIGITIZATION_SYNC
 from optima_pipelines.sync.runs import Connect, note_stored, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
 from optima_pipelines.timeutil import MOSCOW, now_moscow
@@ -35,7 +36,7 @@ from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
 #: Re-read this much before the stored cursor: WB publishes its feed in batches (every ~30 min) and
 #: rows can appear with a lastChangeDate slightly before the newest one already seen.
 INCREMENT_OVERLAP = timedelta(hours=1)
-QUEUE = "digitization-sync"
+QUEUE = DIGITIZATION_SYNC
 log = get_logger(__name__)
 #: WB keeps statistics rows for 90 days from the order.
 WB_HORIZON_DAYS = 90

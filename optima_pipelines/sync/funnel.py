@@ -19,12 +19,13 @@ from datetime import date, timedelta
 import psycopg
 
 from optima_pipelines.load import merge_rows
+from optima_pipelines.queues import RNP_SECTIONS_SYNC
 from optima_pipelines.sync.runs import Connect, SyncRun, finish, note_stored, page_connection
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import FunnelDay, FunnelProduct, WbClient, WbDeferred
 
-QUEUE = "rnp-sections-sync"
+QUEUE = RNP_SECTIONS_SYNC
 FEED = "rnp_funnel_stats"
 STATE_FEED = "funnel"
 #: The hourly sync reloads today and the two days before (their carts and orders still move).

@@ -12,11 +12,12 @@ from __future__ import annotations
 from datetime import date
 
 from optima_pipelines.load import merge_rows
+from optima_pipelines.queues import INVENTORY_SYNC
 from optima_pipelines.sync.runs import Connect, SyncRun, finish, page_connection
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import Stock, WbClient, WbDeferred
 
-QUEUE = "inventory-sync"
+QUEUE = INVENTORY_SYNC
 FEED = "stocks"
 STATE_FEED = "stocks"
 COLUMNS = ("cabinet_id", "day", *Stock.COLUMNS)
