@@ -11,7 +11,6 @@ from dagster import AssetExecutionContext, Failure, MaterializeResult, asset
 from optima_pipelines.assets.wb_sync import (
     DEFAULT_RETRY,
     INTERACTIVE_MAX_WAIT_SECONDS,
-    SyncCall,
     SyncJobSpec,
     cabinet_and_day,
     cabinet_sync_job,
@@ -25,7 +24,7 @@ from optima_pipelines.partitions import CABINET_DAY, CABINETS
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import ads
-from optima_pipelines.sync.runs import SyncRun
+from optima_pipelines.sync.runs import SyncInput, SyncRun
 
 
 @asset(
@@ -102,14 +101,14 @@ def ad_campaign_stats(context: AssetExecutionContext, warehouse: Warehouse, wb: 
     )
 
 
-def _scheduled(call: SyncCall) -> list[SyncRun]:
+def _scheduled(call: SyncInput) -> list[SyncRun]:
     return ads.sync_ads(
-        call.warehouse.connect,
+        call.connect,
         call.client(),
         call.cabinet_id,
         run_id=call.run_id,
         trigger=call.trigger,
-        days=call.config.window_days,
+        days=call.window_days,
     )
 
 

@@ -11,7 +11,6 @@ from dagster import AssetExecutionContext, AssetSpec, MaterializeResult, asset, 
 from optima_pipelines.assets.wb_sync import (
     DEFAULT_RETRY,
     INTERACTIVE_MAX_WAIT_SECONDS,
-    SyncCall,
     SyncJobSpec,
     cabinet_sync_job,
     fail_on_permanent,
@@ -22,7 +21,7 @@ from optima_pipelines.partitions import CABINETS
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import catalog
-from optima_pipelines.sync.runs import SyncRun
+from optima_pipelines.sync.runs import SyncInput, SyncRun
 
 FEEDS = ("products", "prices", "price_history")
 
@@ -93,23 +92,17 @@ def prices_and_history(context: AssetExecutionContext, warehouse: Warehouse, wb:
     yield MaterializeResult(asset_key="price_history", metadata=_metadata(history_run, trigger))
 
 
-def _cards(call: SyncCall) -> list[SyncRun]:
-    return [
-        catalog.sync_cards(
-            call.warehouse.connect, call.client(), call.cabinet_id, run_id=call.run_id, trigger=call.trigger
-        )
-    ]
+def _cards(call: SyncInput) -> list[SyncRun]:
+    return [catalog.sync_cards(call.connect, call.client(), call.cabinet_id, run_id=call.run_id, trigger=call.trigger)]
 
 
-def _prices(call: SyncCall) -> list[SyncRun]:
+def _prices(call: SyncInput) -> list[SyncRun]:
     return list(
-        catalog.sync_prices(
-            call.warehouse.connect, call.client(), call.cabinet_id, run_id=call.run_id, trigger=call.trigger
-        )
+        catalog.sync_prices(call.connect, call.client(), call.cabinet_id, run_id=call.run_id, trigger=call.trigger)
     )
 
 
-def _full(call: SyncCall) -> list[SyncRun]:
+def _full(call: SyncInput) -> list[SyncRun]:
     return [*_cards(call), *_prices(call)]
 
 

@@ -25,7 +25,6 @@ from optima_pipelines.assets.wb_sync import (
     DEFAULT_RETRY,
     INTERACTIVE_MAX_WAIT_SECONDS,
     CabinetSyncConfig,
-    SyncCall,
     SyncJobSpec,
     cabinet_and_day,
     cabinet_sync_job,
@@ -42,7 +41,7 @@ from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import catalog
 from optima_pipelines.sync import finance as fin
 from optima_pipelines.sync.report_file import parse_report_file
-from optima_pipelines.sync.runs import SyncRun
+from optima_pipelines.sync.runs import SyncInput, SyncRun
 
 
 def _rows_in_day(warehouse: Warehouse, cabinet_id: str, day: date) -> int:
@@ -97,11 +96,11 @@ def wb_report_lines(context: AssetExecutionContext, warehouse: Warehouse, wb: Wb
     )
 
 
-def _nightly(call: SyncCall) -> list[SyncRun]:
+def _nightly(call: SyncInput) -> list[SyncRun]:
     date_from, date_to = fin.report_window()
     return [
         fin.load_report(
-            call.warehouse.connect,
+            call.connect,
             call.client(),
             call.cabinet_id,
             date_from,
@@ -136,23 +135,20 @@ class ReportImportConfig(CabinetSyncConfig):
     format: str | None = None
 
 
-def _import(call: SyncCall) -> list[SyncRun]:
-    config = call.config
-    assert isinstance(config, ReportImportConfig)
-    report = parse_report_file(Path(config.path), config.format)
+def _import(call: SyncInput) -> list[SyncRun]:
+    path = Path(call.options["path"])
+    report = parse_report_file(path, call.options.get("format"))
 
     def refresh_catalog() -> None:
         # The report names products the warehouse does not know: ask WB for the cabinet's cards.
-        catalog.sync_cards(
-            call.warehouse.connect, call.client(), call.cabinet_id, run_id=call.run_id, trigger=call.trigger
-        )
+        catalog.sync_cards(call.connect, call.client(), call.cabinet_id, run_id=call.run_id, trigger=call.trigger)
 
-    fin.check_owner(call.warehouse.connect, report, call.cabinet_id, refresh_catalog)
+    fin.check_owner(call.connect, report, call.cabinet_id, refresh_catalog)
     run, known = fin.import_report(
-        call.warehouse.connect, report, call.cabinet_id, request_id=call.request_id, run_id=call.run_id
+        call.connect, report, call.cabinet_id, request_id=call.request_id, run_id=call.run_id
     )
     call.notes.update(
-        file=Path(config.path).name,
+        file=path.name,
         sheet=report.sheet,
         lines_in_file=len(report.rows),
         lines_known_from_wb_api=known,

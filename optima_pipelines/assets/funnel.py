@@ -6,7 +6,6 @@ from dagster import AssetExecutionContext, Failure, MaterializeResult, asset
 from optima_pipelines.assets.wb_sync import (
     DEFAULT_RETRY,
     INTERACTIVE_MAX_WAIT_SECONDS,
-    SyncCall,
     SyncJobSpec,
     cabinet_and_day,
     cabinet_sync_job,
@@ -18,7 +17,7 @@ from optima_pipelines.partitions import CABINET_DAY
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import funnel
-from optima_pipelines.sync.runs import SyncRun
+from optima_pipelines.sync.runs import SyncInput, SyncRun
 
 
 @asset(
@@ -54,13 +53,13 @@ def rnp_funnel_stats(context: AssetExecutionContext, warehouse: Warehouse, wb: W
     return MaterializeResult(metadata={**run.day_metadata(day), "wb_requests": run.requests, "trigger": trigger})
 
 
-def _hourly(call: SyncCall) -> list[SyncRun]:
+def _hourly(call: SyncInput) -> list[SyncRun]:
     return [
         funnel.sync_funnel(
-            call.warehouse.connect,
+            call.connect,
             call.client(),
             call.cabinet_id,
-            funnel.funnel_window(days=call.config.window_days),
+            funnel.funnel_window(days=call.window_days),
             run_id=call.run_id,
             trigger=call.trigger,
             state_feed=funnel.STATE_FEED,

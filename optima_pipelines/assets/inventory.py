@@ -6,7 +6,6 @@ from dagster import AssetExecutionContext, Failure, MaterializeResult, asset
 from optima_pipelines.assets.wb_sync import (
     DEFAULT_RETRY,
     INTERACTIVE_MAX_WAIT_SECONDS,
-    SyncCall,
     SyncJobSpec,
     cabinet_and_day,
     cabinet_sync_job,
@@ -18,7 +17,7 @@ from optima_pipelines.partitions import CABINET_DAY
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import inventory
-from optima_pipelines.sync.runs import SyncRun
+from optima_pipelines.sync.runs import SyncInput, SyncRun
 from optima_pipelines.timeutil import today_moscow
 
 
@@ -61,11 +60,9 @@ def stocks(context: AssetExecutionContext, warehouse: Warehouse, wb: WbApi) -> M
     return MaterializeResult(metadata={**run.day_metadata(day), "wb_requests": run.requests, "trigger": trigger})
 
 
-def _hourly(call: SyncCall) -> list[SyncRun]:
+def _hourly(call: SyncInput) -> list[SyncRun]:
     return [
-        inventory.sync_stocks(
-            call.warehouse.connect, call.client(), call.cabinet_id, run_id=call.run_id, trigger=call.trigger
-        )
+        inventory.sync_stocks(call.connect, call.client(), call.cabinet_id, run_id=call.run_id, trigger=call.trigger)
     ]
 
 
