@@ -33,13 +33,13 @@ QUEUE = "autobidder-sync"
 BID_QUEUE = "autobidder-bid-engine"
 
 
-def _on_demand(call: SyncInput) -> list[SyncRun]:
+def _on_demand(inp: SyncInput) -> list[SyncRun]:
     return ads.sync_ads(
-        call.connect,
-        call.client(),
-        call.cabinet_id,
-        run_id=call.run_id,
-        trigger=call.trigger,
+        inp.connect,
+        inp.client(),
+        inp.cabinet_id,
+        run_id=inp.run_id,
+        trigger=inp.trigger,
         queue=QUEUE,
         state_feed=None,  # a whole cycle, never the rest of a scheduled one
     )

@@ -16,6 +16,7 @@ from optima_pipelines.assets.wb_sync import (
     SyncJobSpec,
     cabinet_and_day,
     cabinet_sync_job,
+    dagster_metadata,
     emit_days,
     fail_on_permanent,
     partition_trigger,
@@ -25,6 +26,7 @@ from optima_pipelines.partitions import BACKFILL_TAG, CABINET_DAY
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import digitization as dg
+from optima_pipelines.sync.changes import iso_days
 from optima_pipelines.sync.runs import stored_runs
 
 QUEUE = dg.QUEUE
@@ -70,13 +72,12 @@ def _feed_asset(feed: dg.Feed, description: str):
         emit_days(context, [run], trigger="backfill", skip=(feed.asset, day))
         return MaterializeResult(
             metadata={
-                **run.day_metadata(day),
+                **dagster_metadata(run.change(day, trigger).to_metadata()),
                 "fetch": plan.mode,
                 "wb_pages": run.requests,
                 "rows_fetched": run.rows_fetched,
                 "rows_in_day": dg.day_rows(warehouse.connect, feed, cabinet_id, day),
-                "changed_days": MetadataValue.json(sorted(d.isoformat() for d in run.changed_days)),
-                "trigger": trigger,
+                "changed_days": MetadataValue.json(iso_days(run.changed_days)),
             }
         )
 
@@ -98,31 +99,26 @@ wb_sales = _feed_asset(
 # -- Change-feed jobs: the increment, the nightly backfill, user imports ------------------------
 
 #: The feeds load their own figures, failures included (sync/digitization.py): the jobs name none.
-digitization_increment_job = cabinet_sync_job(
-    SyncJobSpec(
-        name="digitization_increment",
-        queue=QUEUE,
-        feeds=(),
-        body=dg.sync_increment,
-        description="Orders and sales changed since the stored cursor (flag=0).",
-    )
-)
-digitization_backfill_job = cabinet_sync_job(
-    SyncJobSpec(
-        name="digitization_backfill",
-        queue=QUEUE,
-        feeds=(),
-        body=dg.sync_window,
-        description="WB's change feed over the last window_days (default 90) days.",
-    )
-)
-digitization_import_job = cabinet_sync_job(
-    SyncJobSpec(
-        name="digitization_import",
-        queue=QUEUE,
-        feeds=(),
-        body=dg.sync_window,
-        description="A user's feed import: everything from date_from to today.",
-        user_trigger="user_import",
+digitization_increment_job, digitization_backfill_job, digitization_import_job = (
+    cabinet_sync_job(SyncJobSpec(name, QUEUE, (), body, description, user_trigger=user_trigger))
+    for name, body, description, user_trigger in (
+        (
+            "digitization_increment",
+            dg.sync_increment,
+            "Orders and sales changed since the stored cursor (flag=0).",
+            None,
+        ),
+        (
+            "digitization_backfill",
+            dg.sync_window,
+            "WB's change feed over the last window_days (default 90) days.",
+            None,
+        ),
+        (
+            "digitization_import",
+            dg.sync_window,
+            "A user's feed import: everything from date_from to today.",
+            "user_import",
+        ),
     )
 )

@@ -14,7 +14,7 @@ autobidder-sync) share.
 """
 
 # No "from __future__ import annotations": Dagster reads op config and resource types from live annotations.
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import date
@@ -23,16 +23,20 @@ from typing import Any
 from dagster import (
     AssetExecutionContext,
     AssetMaterialization,
+    AssetsDefinition,
+    AssetSpec,
     Config,
     DagsterInstance,
     DagsterRunStatus,
     Failure,
     JobDefinition,
+    MaterializeResult,
     MetadataValue,
     OpExecutionContext,
     RetryPolicy,
     RunsFilter,
     job,
+    multi_asset,
     op,
 )
 from pydantic import Field
@@ -41,7 +45,15 @@ from optima_pipelines import requests as outbox
 from optima_pipelines.cabinets import get_cabinet
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.logs import get_logger
-from optima_pipelines.partitions import BACKFILL_TAG, CABINET_DIM, CABINETS_NAME, DATE_DIM, cabinet_day_key
+from optima_pipelines.partitions import (
+    BACKFILL_TAG,
+    CABINET_DAY,
+    CABINET_DIM,
+    CABINETS,
+    CABINETS_NAME,
+    DATE_DIM,
+    cabinet_day_key,
+)
 from optima_pipelines.queues import (
     PRIORITY_SCHEDULED,
     PRIORITY_USER,
@@ -79,6 +91,7 @@ __all__ = [
     "fail_on_permanent",
     "partition_trigger",
     "run_cabinet_sync",
+    "sync_partition_asset",
 ]
 
 log = get_logger(__name__)
@@ -125,9 +138,19 @@ def cabinet_and_day(context: AssetExecutionContext) -> tuple[str, date]:
     return keys[CABINET_DIM], date.fromisoformat(keys[DATE_DIM])
 
 
-def _metadata(extra: dict[str, Any], trigger: str, request_id: int | None) -> dict[str, Any]:
-    meta = {k: (MetadataValue.json(v) if isinstance(v, list) else v) for k, v in extra.items()}
-    meta["trigger"] = trigger
+def dagster_metadata(values: dict[str, Any]) -> dict[str, Any]:
+    """Plain JSON metadata (``DayChange.to_metadata()`` and run figures) as Dagster records it."""
+    return {k: (MetadataValue.json(v) if isinstance(v, list) else v) for k, v in values.items()}
+
+
+def _cabinet_metadata(run: SyncRun, trigger: str, request_id: int | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "rows_fetched": run.rows_fetched,
+        "rows_inserted": run.merge.inserted,
+        "rows_updated": run.merge.updated,
+        "rows_deleted": run.rows_deleted,
+        "trigger": trigger,
+    }
     if request_id is not None:
         meta["request_id"] = request_id
     return meta
@@ -157,7 +180,9 @@ def emit_days(
             key = cabinet_day_key(run.cabinet_id, day)
             context.log_event(
                 AssetMaterialization(
-                    asset_key=run.feed, partition=key, metadata=_metadata(run.day_metadata(day), trigger, request_id)
+                    asset_key=run.feed,
+                    partition=key,
+                    metadata=dagster_metadata(run.change(day, trigger, request_id).to_metadata()),
                 )
             )
             keys.append(str(key))
@@ -174,15 +199,9 @@ def emit_cabinet(
     """A cabinet-partitioned snapshot (cards, prices, campaigns) changed: one materialization."""
     if not run.changed:
         return
-    extra = {
-        "rows_fetched": run.rows_fetched,
-        "rows_inserted": run.merge.inserted,
-        "rows_updated": run.merge.updated,
-        "rows_deleted": run.rows_deleted,
-    }
     context.log_event(
         AssetMaterialization(
-            asset_key=run.feed, partition=run.cabinet_id, metadata=_metadata(extra, trigger, request_id)
+            asset_key=run.feed, partition=run.cabinet_id, metadata=_cabinet_metadata(run, trigger, request_id)
         )
     )
 
@@ -192,6 +211,18 @@ def ensure_cabinet_partition(context: OpExecutionContext | AssetExecutionContext
     before materializations of them are recorded."""
     if cabinet_id not in context.instance.get_dynamic_partitions(CABINETS_NAME):
         context.instance.add_dynamic_partitions(CABINETS_NAME, [cabinet_id])
+
+
+def lazy_client(wb: WbApi, cabinet_id: str, max_wait: float | None, stack: ExitStack) -> Callable[[], WbClient]:
+    """The cabinet's WB client, opened on first use and closed with ``stack``."""
+    opened: list[WbClient] = []
+
+    def client() -> WbClient:
+        if not opened:
+            opened.append(stack.enter_context(wb.client(cabinet_id, max_wait)))
+        return opened[0]
+
+    return client
 
 
 def user_run_waiting(instance: DagsterInstance, cabinet_id: str) -> Callable[[], bool]:
@@ -249,16 +280,9 @@ class SyncJobSpec:
         """The entry point's argument for this run: a WB client opened on first use (closed with
         ``stack``) and, for a scheduled run, the check whether to yield the cabinet to a user's run."""
         max_wait = INTERACTIVE_MAX_WAIT_SECONDS if self.user else None
-        opened: list[WbClient] = []
-
-        def client() -> WbClient:
-            if not opened:
-                opened.append(stack.enter_context(wb.client(config.cabinet_id, max_wait)))
-            return opened[0]
-
         inp = SyncInput(
             connect=warehouse.connect,
-            client=client,
+            client=lazy_client(wb, config.cabinet_id, max_wait, stack),
             cabinet_id=config.cabinet_id,
             run_id=context.run_id,
             trigger=trigger,
@@ -344,3 +368,78 @@ def cabinet_sync_job(spec: SyncJobSpec) -> JobDefinition:
         _op()
 
     return _job
+
+
+# -- Partition assets -------------------------------------------------------------------------
+
+
+def sync_partition_asset(
+    name: str,
+    group: str,
+    descriptions: Mapping[str, str],
+    load: Sync,
+    *,
+    by_day: bool = True,
+    extra: Callable[[Warehouse, str, date], dict[str, Any]] | None = None,
+    check: Callable[[str, date], None] | None = None,
+) -> AssetsDefinition:
+    """The asset(s) of one WB feed (``descriptions``: asset key → its business meaning), partitioned
+    by cabinet × day (``by_day``) or by cabinet: materializing a partition runs ``load`` (the
+    domain's partition entry point, given ``SyncInput.day``) with the interactive WB wait. Each
+    asset gets its run's figures (a `cabinet|day` partition: its ``DayChange``); other days or
+    feeds the load changed get their materializations too. A WB pause beyond the wait fails the run, naming when to try again; ``check`` may refuse a
+    partition before anything is asked of WB; ``extra`` adds metadata to a day's result."""
+    specs = [AssetSpec(key, group_name=group, kinds={"postgres"}, description=d) for key, d in descriptions.items()]
+    own = set(descriptions)
+
+    @multi_asset(name=name, specs=specs, partitions_def=CABINET_DAY if by_day else CABINETS, retry_policy=DEFAULT_RETRY)
+    def _asset(context: AssetExecutionContext, warehouse: Warehouse, wb: WbApi) -> Iterator[MaterializeResult]:
+        day: date | None
+        if by_day:
+            cabinet_id, day = cabinet_and_day(context)
+            where = f"{cabinet_id}|{day}"
+        else:
+            cabinet_id, day, where = context.partition_key, None, f"cabinet {context.partition_key}"
+        if check is not None and day is not None:
+            check(cabinet_id, day)
+        trigger = partition_trigger(context)
+        try:
+            with warehouse.connect() as conn:
+                get_cabinet(conn, cabinet_id)
+            with ExitStack() as stack:
+                inp = SyncInput(
+                    connect=warehouse.connect,
+                    client=lazy_client(wb, cabinet_id, INTERACTIVE_MAX_WAIT_SECONDS, stack),
+                    cabinet_id=cabinet_id,
+                    run_id=context.run_id,
+                    trigger=trigger,
+                    day=day,
+                )
+                runs = load(inp)
+        except Exception as exc:
+            fail_on_permanent(exc, f"{name} {where}")
+            raise
+        for run in runs:
+            if run.deferred_until is not None:
+                raise Failure(
+                    description=f"WB paused {run.feed} of cabinet {cabinet_id} until {run.deferred_until.isoformat()} "
+                    f"({run.deferred_reason}); materialize {where} again after that",
+                    allow_retries=False,
+                )
+        for run in runs:
+            if run.feed not in own:
+                emit_cabinet(context, run, trigger=trigger)
+            elif day is not None:
+                emit_days(context, [run], trigger=trigger, skip=(run.feed, day))
+        for run in runs:
+            if run.feed not in own:
+                continue
+            if day is None:
+                meta = _cabinet_metadata(run, trigger, None)
+            else:
+                meta = dagster_metadata(run.change(day, trigger).to_metadata())
+                if extra is not None:
+                    meta.update(extra(warehouse, cabinet_id, day))
+            yield MaterializeResult(asset_key=run.feed, metadata={**meta, "wb_requests": run.requests})
+
+    return _asset

@@ -49,7 +49,6 @@ from dagster import (
     AssetRecordsFilter,
     DagsterError,
     DagsterInstance,
-    MetadataValue,
     RunRequest,
     ScheduleEvaluationContext,
     SensorEvaluationContext,
@@ -76,6 +75,7 @@ from optima_pipelines.partitions import (
 from optima_pipelines.queues import PRIORITY_REAGGREGATE, TAG_TRIGGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.settings import load_settings
+from optima_pipelines.sync.changes import DayChange
 from optima_pipelines.timeutil import MOSCOW, today_moscow
 
 #: The feed assets (issues 4 and 5) and the rollup each one feeds; None: only the merge reads it.
@@ -113,29 +113,6 @@ class FeedEvent:
     finance_days: tuple[date, ...] = ()
 
 
-def _raw(value: Any) -> Any:
-    return value.value if isinstance(value, MetadataValue) else value
-
-
-def parse_affected_days(value: Any, key: str = "affected_days") -> tuple[date, ...]:
-    """``affected_days`` (or ``finance_days``) metadata, a JSON list of ISO dates as JSON or text → dates."""
-    raw = _raw(value)
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError:
-            raise InvalidInput(f"{key} {raw[:80]!r} is not a JSON list of ISO dates") from None
-    if not isinstance(raw, list):
-        raise InvalidInput(f"{key} must be a list of ISO dates, got {type(raw).__name__}")
-    days = []
-    for item in raw:
-        try:
-            days.append(date.fromisoformat(str(item)))
-        except ValueError:
-            raise InvalidInput(f"{key} contains {item!r}, which is not an ISO date (YYYY-MM-DD)") from None
-    return tuple(sorted(set(days)))
-
-
 def parse_feed_event(feed: str, partition: str | None, metadata: Mapping[str, Any]) -> FeedEvent:
     """A FeedEvent from a materialization; raises InvalidInput naming what is wrong."""
     if feed not in FEED_ROLLUP:
@@ -143,10 +120,8 @@ def parse_feed_event(feed: str, partition: str | None, metadata: Mapping[str, An
     if not partition:
         raise InvalidInput(f"{feed} materialization has no partition: expected 'CABINET|YYYY-MM-DD'")
     cabinet_id, day = parse_cabinet_day_key(partition)
-    affected = parse_affected_days(metadata["affected_days"]) if "affected_days" in metadata else ()
-    finance = parse_affected_days(metadata["finance_days"], "finance_days") if "finance_days" in metadata else ()
-    trigger = _raw(metadata.get("trigger"))
-    return FeedEvent(feed, cabinet_id, day, affected, str(trigger) if trigger is not None else None, finance)
+    change = DayChange.from_metadata(metadata)
+    return FeedEvent(feed, cabinet_id, day, change.affected_days, change.trigger, change.finance_days)
 
 
 def days_to_recompute(event: FeedEvent) -> frozenset[date]:

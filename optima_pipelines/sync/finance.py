@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, timedelta
+from pathlib import Path
 
 import psycopg
 from psycopg import sql
@@ -32,8 +33,9 @@ from psycopg import sql
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import MergeResult, merge_rows
 from optima_pipelines.queues import DIGITIZATION_SYNC, RNP_FINANCE_SYNC
-from optima_pipelines.sync.report_file import IMPORT_COLUMNS, ParsedReport, header
-from optima_pipelines.sync.runs import Connect, SyncRun, finish, note_stored, page_connection, sql_file
+from optima_pipelines.sync.catalog import sync_cards
+from optima_pipelines.sync.report_file import IMPORT_COLUMNS, ParsedReport, header, parse_report_file
+from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, note_stored, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import ReportLine, WbClient, WbDeferred
@@ -224,3 +226,56 @@ def import_report(
         run.record(conn)
         conn.execute("DROP TABLE _report_upload")
     return run, known
+
+
+def sync_day(inp: SyncInput) -> list[SyncRun]:
+    """The `wb_report_lines` partition ``inp.day``: the lines whose own day it is."""
+    assert inp.day is not None
+    day = inp.day
+    return [load_report(inp.connect, inp.client(), inp.cabinet_id, day, day, run_id=inp.run_id, trigger=inp.trigger)]
+
+
+def rows_in_day(connect: Connect, cabinet_id: str, day: date) -> int:
+    with connect() as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM wb_report_lines WHERE cabinet_id = %s AND day = %s", (cabinet_id, day)
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def import_upload(inp: SyncInput) -> list[SyncRun]:
+    """A user's uploaded report (``options``: path, format): parsed, checked to be the cabinet's, written."""
+    path = Path(inp.options["path"])
+    report = parse_report_file(path, inp.options.get("format"))
+
+    def refresh_catalog() -> None:
+        # The report names products the warehouse does not know: ask WB for the cabinet's cards.
+        sync_cards(inp.connect, inp.client(), inp.cabinet_id, run_id=inp.run_id, trigger=inp.trigger)
+
+    check_owner(inp.connect, report, inp.cabinet_id, refresh_catalog)
+    run, known = import_report(inp.connect, report, inp.cabinet_id, request_id=inp.request_id, run_id=inp.run_id)
+    inp.notes.update(
+        file=path.name,
+        sheet=report.sheet,
+        lines_in_file=len(report.rows),
+        lines_known_from_wb_api=known,
+        unknown_headers=report.unknown_headers,
+    )
+    return [run]
+
+
+def sync_nightly(inp: SyncInput) -> list[SyncRun]:
+    """The nightly sync: the report of the last WINDOW_DAYS days, resuming a deferred load."""
+    date_from, date_to = report_window()
+    return [
+        load_report(
+            inp.connect,
+            inp.client(),
+            inp.cabinet_id,
+            date_from,
+            date_to,
+            run_id=inp.run_id,
+            trigger=inp.trigger,
+            state_feed=STATE_FEED,
+        )
+    ]

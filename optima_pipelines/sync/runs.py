@@ -1,8 +1,11 @@
-"""What one sync of one feed for one cabinet did, and the bookkeeping every WB sync shares.
+"""The one sync pipeline: what every WB sync takes (``SyncInput``), what it returns (``SyncRun``s),
+and the bookkeeping they share.
 
-The finance report, ads, the funnel, the catalog, stocks and news each return ``SyncRun``s: rows
-fetched and merged per business day, rows removed, deferral, and (finance) the days whose РНП
-rollups the written lines affect. Assets turn them into materializations and run metadata, and
+Every sync of one cabinet has one entry point, a ``Sync``: ``(SyncInput) -> list[SyncRun]``
+(digitization, the finance report and uploads, ads, the funnel, the catalog, stocks). A ``SyncRun``
+is what one feed did: rows fetched and merged per business day, rows removed, deferral, and the
+days whose РНП rollups the written rows affect (finance: ``affected``; orders: ``finance``), told
+per day as a ``sync.changes.DayChange``. Assets turn them into materializations and run metadata, and
 ``finish`` records them for /metrics (``ops.records.record_feed_sync``) in the transaction that
 also marks the sync state, so figures and state commit together. Loads run on a
 ``page_connection``: each page commits with its resume point in a transaction of its own.
@@ -23,6 +26,7 @@ from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.load import MergeResult
 from optima_pipelines.ops.records import record_feed_sync
+from optima_pipelines.sync.changes import DayChange, iso_days
 from optima_pipelines.sync.state import mark_deferred, mark_success
 from optima_pipelines.wb import WbClient, WbDeferred
 
@@ -123,18 +127,18 @@ class SyncRun:
     def changed(self) -> bool:
         return bool(self.merge.inserted or self.merge.updated or self.rows_deleted)
 
-    def day_metadata(self, day: date) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            "rows_fetched": self.fetched_by_day.get(day, 0),
-            "rows_inserted": self.merge.inserted_by_day.get(day, 0),
-            "rows_updated": self.merge.updated_by_day.get(day, 0),
-            "rows_deleted": self.deleted_by_day.get(day, 0),
-        }
-        if day in self.affected:
-            meta["affected_days"] = sorted(d.isoformat() for d in self.affected[day])
-        if day in self.finance:
-            meta["finance_days"] = sorted(d.isoformat() for d in self.finance[day])
-        return meta
+    def change(self, day: date, trigger: str, request_id: int | None = None) -> DayChange:
+        """What this run changed on ``day``: the re-aggregation contract of its materialization."""
+        return DayChange(
+            rows_fetched=self.fetched_by_day.get(day, 0),
+            rows_inserted=self.merge.inserted_by_day.get(day, 0),
+            rows_updated=self.merge.updated_by_day.get(day, 0),
+            rows_deleted=self.deleted_by_day.get(day, 0),
+            trigger=trigger,
+            request_id=request_id,
+            affected_days=tuple(self.affected.get(day, ())),
+            finance_days=tuple(self.finance.get(day, ())),
+        )
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -144,7 +148,7 @@ class SyncRun:
             "rows_updated": self.merge.updated,
             "rows_deleted": self.rows_deleted,
             "wb_requests": self.requests,
-            "changed_days": sorted(d.isoformat() for d in self.changed_days),
+            "changed_days": iso_days(self.changed_days),
             "deferred_until": self.deferred_until.isoformat() if self.deferred_until else None,
         }
 
@@ -191,6 +195,8 @@ class SyncInput:
     window_days: int | None = None
     #: First Moscow day to load (a user's feed import).
     date_from: date | None = None
+    #: A partition's Moscow day: load exactly that day (a `cabinet|day` partition run).
+    day: date | None = None
     #: Job-specific settings (the report import's file path and format).
     options: Mapping[str, Any] = field(default_factory=dict)
     should_yield: Callable[[], bool] = _never
