@@ -247,7 +247,7 @@ def _sync_cadences(scale: float) -> list[Cadence]:
             None,
             "interval",
             "every 30 s",
-            "cabinets whose finance, ads, funnel, stocks or catalog sync WB paused, once the pause is over "
+            "cabinets whose digitization, finance, ads, funnel, stocks or catalog sync WB paused, once the pause is over "
             "(launches that sync's job)",
             interval_seconds=30,
         ),

@@ -25,6 +25,16 @@ PRIORITY_SCHEDULED = 0
 PRIORITY_REAGGREGATE = -10  # re-aggregation runs below ingest
 
 
+#: The WB sync queues by name: code imports these, never retypes the strings.
+DIGITIZATION_SYNC = "digitization-sync"
+RNP_ADS_SYNC = "rnp-ads-sync"
+RNP_FINANCE_SYNC = "rnp-finance-sync"
+INVENTORY_SYNC = "inventory-sync"
+CATALOG_SYNC = "catalog-sync"
+RNP_SECTIONS_SYNC = "rnp-sections-sync"
+KB_WB_NEWS_SYNC = "kb-wb-news-sync"
+
+
 @dataclass(frozen=True)
 class Queue:
     name: str
@@ -39,14 +49,14 @@ class Queue:
 QUEUES: dict[str, Queue] = {
     q.name: q
     for q in [
-        Queue("digitization-sync", sync=True),
-        Queue("rnp-ads-sync", sync=True),
-        Queue("rnp-finance-sync", sync=True),
-        Queue("inventory-sync", sync=True),
-        Queue("catalog-sync", sync=True),
+        Queue(DIGITIZATION_SYNC, sync=True),
+        Queue(RNP_ADS_SYNC, sync=True),
+        Queue(RNP_FINANCE_SYNC, sync=True),
+        Queue(INVENTORY_SYNC, sync=True),
+        Queue(CATALOG_SYNC, sync=True),
         Queue("autobidder-sync", sync=True),
-        Queue("rnp-sections-sync"),
-        Queue("kb-wb-news-sync", serial=True),
+        Queue(RNP_SECTIONS_SYNC),
+        Queue(KB_WB_NEWS_SYNC, serial=True),
         Queue("re-aggregate", talks_to_wb=False),
         Queue("rnp-merge-sync", talks_to_wb=False, serial=True),
         Queue("partition-manager", talks_to_wb=False, serial=True),
@@ -66,21 +76,21 @@ QUEUES: dict[str, Queue] = {
 #: (the UI's Materialize button, `dagster asset materialize`, backfills).
 ASSET_QUEUES: dict[str, str] = {
     "cabinet_status_summary": "example-jobs",
-    "wb_orders": "digitization-sync",
-    "wb_sales": "digitization-sync",
+    "wb_orders": DIGITIZATION_SYNC,
+    "wb_sales": DIGITIZATION_SYNC,
     "rnp_sales": "re-aggregate",
     "rnp_ads": "re-aggregate",
     "rnp_finance": "re-aggregate",
     "rnp_daily": "re-aggregate",
-    "wb_report_lines": "rnp-finance-sync",
-    "ad_campaigns": "rnp-ads-sync",
-    "ad_campaign_stats": "rnp-ads-sync",
-    "rnp_funnel_stats": "rnp-sections-sync",
-    "products": "catalog-sync",
-    "prices": "catalog-sync",
-    "price_history": "catalog-sync",
-    "stocks": "inventory-sync",
-    "kb_articles": "kb-wb-news-sync",
+    "wb_report_lines": RNP_FINANCE_SYNC,
+    "ad_campaigns": RNP_ADS_SYNC,
+    "ad_campaign_stats": RNP_ADS_SYNC,
+    "rnp_funnel_stats": RNP_SECTIONS_SYNC,
+    "products": CATALOG_SYNC,
+    "prices": CATALOG_SYNC,
+    "price_history": CATALOG_SYNC,
+    "stocks": INVENTORY_SYNC,
+    "kb_articles": KB_WB_NEWS_SYNC,
 }
 
 

@@ -37,6 +37,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from optima_pipelines.errors import InvalidInput
+from optima_pipelines.sync.changes import DayChange
 
 ROLLUPS = ("rnp_sales", "rnp_ads", "rnp_finance")
 MART = "rnp_daily"
@@ -76,39 +77,13 @@ class FeedEvent:
     finance_days: tuple[date, ...] = ()
 
 
-def _raw(value: Any) -> Any:
-    """A metadata entry's value: Dagster's MetadataValue wrappers (duck-typed: no Dagster here) hold it in ``value``."""
-    return value.value if hasattr(value, "value") and not isinstance(value, str | list | dict) else value
-
-
-def parse_affected_days(value: Any, key: str = "affected_days") -> tuple[date, ...]:
-    """``affected_days`` (or ``finance_days``) metadata, a JSON list of ISO dates as JSON or text → dates."""
-    raw = _raw(value)
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError:
-            raise InvalidInput(f"{key} {raw[:80]!r} is not a JSON list of ISO dates") from None
-    if not isinstance(raw, list):
-        raise InvalidInput(f"{key} must be a list of ISO dates, got {type(raw).__name__}")
-    days = []
-    for item in raw:
-        try:
-            days.append(date.fromisoformat(str(item)))
-        except ValueError:
-            raise InvalidInput(f"{key} contains {item!r}, which is not an ISO date (YYYY-MM-DD)") from None
-    return tuple(sorted(set(days)))
-
-
 def feed_event(feed: str, cabinet_id: str, day: date, metadata: Mapping[str, Any]) -> FeedEvent:
     """A FeedEvent from a materialization of the feed's (cabinet, day) partition; raises InvalidInput
     naming what is wrong."""
     if feed not in FEED_ROLLUP:
         raise InvalidInput(f"{feed!r} is not a feed of the РНП (expected one of {', '.join(FEED_ROLLUP)})")
-    affected = parse_affected_days(metadata["affected_days"]) if "affected_days" in metadata else ()
-    finance = parse_affected_days(metadata["finance_days"], "finance_days") if "finance_days" in metadata else ()
-    trigger = _raw(metadata.get("trigger"))
-    return FeedEvent(feed, cabinet_id, day, affected, str(trigger) if trigger is not None else None, finance)
+    change = DayChange.from_metadata(metadata)
+    return FeedEvent(feed, cabinet_id, day, change.affected_days, change.trigger, change.finance_days)
 
 
 def days_to_recompute(event: FeedEvent) -> frozenset[date]:

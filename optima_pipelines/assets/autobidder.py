@@ -18,7 +18,7 @@ wait ends the run without a change: the next tick decides again.
 # No "from __future__ import annotations": Dagster reads op config and resource types from live annotations.
 from dagster import Config, OpExecutionContext, job, op
 
-from optima_pipelines.assets.wb_sync import SyncCall, SyncJobSpec, cabinet_sync_job
+from optima_pipelines.assets.wb_sync import SyncJobSpec, cabinet_sync_job
 from optima_pipelines.engines import autobidder
 from optima_pipelines.queues import queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
@@ -26,20 +26,20 @@ from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.retries import SCHEDULED_RETRY, fail_on_permanent
 from optima_pipelines.runconfig import op_name
 from optima_pipelines.sync import ads
-from optima_pipelines.sync.runs import SyncRun
+from optima_pipelines.sync.runs import SyncInput, SyncRun
 from optima_pipelines.wb import WbDeferred
 
 QUEUE = "autobidder-sync"
 BID_QUEUE = "autobidder-bid-engine"
 
 
-def _on_demand(call: SyncCall) -> list[SyncRun]:
+def _on_demand(inp: SyncInput) -> list[SyncRun]:
     return ads.sync_ads(
-        call.warehouse.connect,
-        call.client(),
-        call.cabinet_id,
-        run_id=call.run_id,
-        trigger=call.trigger,
+        inp.connect,
+        inp.client(),
+        inp.cabinet_id,
+        run_id=inp.run_id,
+        trigger=inp.trigger,
         queue=QUEUE,
         state_feed=None,  # a whole cycle, never the rest of a scheduled one
     )

@@ -1,7 +1,10 @@
-"""What the WB sync assets and jobs (finance, ads, funnel, catalog, inventory, autobidder-sync) share.
+"""What the WB sync assets and jobs (digitization, finance, ads, funnel, catalog, inventory,
+autobidder-sync) share.
 
 - ``cabinet_sync_job``: a one-op job that syncs one cabinet (``CabinetSyncConfig``): checks the
-  cabinet, marks its request running, hands a WB client to the domain's ``body``, records one
+  cabinet, marks its request running, calls the sync's Dagster-free entry point (``spec.body``, a
+  ``sync.runs.Sync``) with a ``SyncInput`` (a WB client on demand, and for scheduled runs a yield
+  check: a user's run waits for the cabinet), records one
   materialization per changed `cabinet|day` (or cabinet) partition, and ends the request. A WB
   pause beyond the client's wait ends a scheduled run successfully (the pause is in sync_state and
   the resume sensor runs it again); a request (a person waiting) fails with the reason instead.
@@ -11,31 +14,54 @@
 """
 
 # No "from __future__ import annotations": Dagster reads op config and resource types from live annotations.
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
 from dagster import (
     AssetExecutionContext,
     AssetMaterialization,
+    AssetsDefinition,
+    AssetSpec,
     Config,
+    DagsterInstance,
+    DagsterRunStatus,
     Failure,
     JobDefinition,
+    MaterializeResult,
     MetadataValue,
     OpExecutionContext,
     RetryPolicy,
+    RunsFilter,
     job,
+    multi_asset,
     op,
 )
 from pydantic import Field
 
 from optima_pipelines import requests as outbox
 from optima_pipelines.cabinets import get_cabinet
+from optima_pipelines.errors import InvalidInput
 from optima_pipelines.logs import get_logger
-from optima_pipelines.partitions import BACKFILL_TAG, CABINET_DIM, CABINETS_NAME, DATE_DIM, cabinet_day_key
-from optima_pipelines.queues import PRIORITY_USER, TAG_TRIGGER, queue_tags
+from optima_pipelines.partitions import (
+    BACKFILL_TAG,
+    CABINET_DAY,
+    CABINET_DIM,
+    CABINETS,
+    CABINETS_NAME,
+    DATE_DIM,
+    cabinet_day_key,
+)
+from optima_pipelines.queues import (
+    PRIORITY_SCHEDULED,
+    PRIORITY_USER,
+    TAG_CABINET,
+    TAG_PRIORITY,
+    TAG_TRIGGER,
+    queue_tags,
+)
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.retries import (
@@ -47,7 +73,7 @@ from optima_pipelines.retries import (
 )
 from optima_pipelines.runconfig import op_name
 from optima_pipelines.settings import load_settings
-from optima_pipelines.sync.runs import SyncRun, record_failure, stored_runs
+from optima_pipelines.sync.runs import Sync, SyncInput, SyncRun, record_failure, stored_runs
 from optima_pipelines.sync.state import mark_deferred
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import WbClient, WbDeferred
@@ -57,7 +83,6 @@ __all__ = [
     "INTERACTIVE_MAX_WAIT_SECONDS",
     "SCHEDULED_RETRY",
     "CabinetSyncConfig",
-    "SyncCall",
     "SyncJobSpec",
     "cabinet_and_day",
     "cabinet_sync_job",
@@ -66,6 +91,7 @@ __all__ = [
     "fail_on_permanent",
     "partition_trigger",
     "run_cabinet_sync",
+    "sync_partition_asset",
 ]
 
 log = get_logger(__name__)
@@ -76,8 +102,19 @@ class CabinetSyncConfig(Config):
     #: The request row a run serves (set by the requests sensor).
     request_id: int | None = None
     #: Days back to cover, today included, for the syncs that work on a window of days (ads, the
-    #: funnel): None is their cadence's own window; more catches up a new cabinet (the demo does).
-    window_days: int | None = Field(default=None, ge=1, le=31)
+    #: funnel, the digitization backfill): None is their cadence's own window; more catches up a
+    #: new cabinet (the demo does). WB keeps statistics 90 days (fullstats: 31 a request).
+    window_days: int | None = Field(default=None, ge=1, le=90)
+    #: First Moscow day to load (a user's feed import), YYYY-MM-DD.
+    date_from: str | None = None
+
+    def first_day(self) -> date | None:
+        if self.date_from is None:
+            return None
+        try:
+            return date.fromisoformat(self.date_from)
+        except ValueError:
+            raise InvalidInput(f"date_from {self.date_from!r} is not a date (YYYY-MM-DD)") from None
 
 
 def run_trigger(tags: dict[str, str], user_trigger: str) -> str:
@@ -101,9 +138,19 @@ def cabinet_and_day(context: AssetExecutionContext) -> tuple[str, date]:
     return keys[CABINET_DIM], date.fromisoformat(keys[DATE_DIM])
 
 
-def _metadata(extra: dict[str, Any], trigger: str, request_id: int | None) -> dict[str, Any]:
-    meta = {k: (MetadataValue.json(v) if isinstance(v, list) else v) for k, v in extra.items()}
-    meta["trigger"] = trigger
+def dagster_metadata(values: dict[str, Any]) -> dict[str, Any]:
+    """Plain JSON metadata (``DayChange.to_metadata()`` and run figures) as Dagster records it."""
+    return {k: (MetadataValue.json(v) if isinstance(v, list) else v) for k, v in values.items()}
+
+
+def _cabinet_metadata(run: SyncRun, trigger: str, request_id: int | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "rows_fetched": run.rows_fetched,
+        "rows_inserted": run.merge.inserted,
+        "rows_updated": run.merge.updated,
+        "rows_deleted": run.rows_deleted,
+        "trigger": trigger,
+    }
     if request_id is not None:
         meta["request_id"] = request_id
     return meta
@@ -122,7 +169,7 @@ def emit_days(
     Days outside the partitions (before OPTIMA_PARTITIONS_START) are logged, not materialized."""
     keys = []
     for run in runs:
-        for day in sorted(run.changed_days):
+        for day in sorted(run.changed_days | run.report_days):
             if skip == (run.feed, day):
                 continue
             if not partition_range(day):
@@ -133,7 +180,9 @@ def emit_days(
             key = cabinet_day_key(run.cabinet_id, day)
             context.log_event(
                 AssetMaterialization(
-                    asset_key=run.feed, partition=key, metadata=_metadata(run.day_metadata(day), trigger, request_id)
+                    asset_key=run.feed,
+                    partition=key,
+                    metadata=dagster_metadata(run.change(day, trigger, request_id).to_metadata()),
                 )
             )
             keys.append(str(key))
@@ -150,15 +199,9 @@ def emit_cabinet(
     """A cabinet-partitioned snapshot (cards, prices, campaigns) changed: one materialization."""
     if not run.changed:
         return
-    extra = {
-        "rows_fetched": run.rows_fetched,
-        "rows_inserted": run.merge.inserted,
-        "rows_updated": run.merge.updated,
-        "rows_deleted": run.rows_deleted,
-    }
     context.log_event(
         AssetMaterialization(
-            asset_key=run.feed, partition=run.cabinet_id, metadata=_metadata(extra, trigger, request_id)
+            asset_key=run.feed, partition=run.cabinet_id, metadata=_cabinet_metadata(run, trigger, request_id)
         )
     )
 
@@ -170,42 +213,29 @@ def ensure_cabinet_partition(context: OpExecutionContext | AssetExecutionContext
         context.instance.add_dynamic_partitions(CABINETS_NAME, [cabinet_id])
 
 
-@dataclass
-class SyncCall:
-    """What a sync job's body gets: the run, the cabinet, the warehouse and a WB client on demand."""
+def lazy_client(wb: WbApi, cabinet_id: str, max_wait: float | None, stack: ExitStack) -> Callable[[], WbClient]:
+    """The cabinet's WB client, opened on first use and closed with ``stack``."""
+    opened: list[WbClient] = []
 
-    context: OpExecutionContext
-    config: CabinetSyncConfig
-    warehouse: Warehouse
-    wb: WbApi
-    trigger: str
-    max_wait_seconds: float | None
-    #: Extra facts for the request's result (e.g. lines of an upload the API already had).
-    notes: dict[str, Any] = field(default_factory=dict)
-    stack: ExitStack = field(default_factory=ExitStack)
-    _client: WbClient | None = None
+    def client() -> WbClient:
+        if not opened:
+            opened.append(stack.enter_context(wb.client(cabinet_id, max_wait)))
+        return opened[0]
 
-    @property
-    def run_id(self) -> str:
-        return self.context.run_id
-
-    @property
-    def cabinet_id(self) -> str:
-        return self.config.cabinet_id
-
-    @property
-    def request_id(self) -> int | None:
-        return self.config.request_id
-
-    def client(self) -> WbClient:
-        """The cabinet's WB client, opened on first use and closed when the run ends."""
-        if self._client is None:
-            self._client = self.stack.enter_context(self.wb.client(self.cabinet_id, self.max_wait_seconds))
-        return self._client
+    return client
 
 
-#: A job body: syncs one cabinet and returns what each feed did.
-Body = Callable[[SyncCall], list[SyncRun]]
+def user_run_waiting(instance: DagsterInstance, cabinet_id: str) -> Callable[[], bool]:
+    """Whether a user's run (higher priority) waits in the queue for this cabinet: a scheduled
+    load yields the cabinet at its next page boundary (the original's rule)."""
+
+    def waiting() -> bool:
+        runs = instance.get_runs(
+            RunsFilter(statuses=[DagsterRunStatus.QUEUED], tags={TAG_CABINET: cabinet_id}), limit=20
+        )
+        return any(int(r.tags.get(TAG_PRIORITY, "0")) > PRIORITY_SCHEDULED for r in runs)
+
+    return waiting
 
 
 @dataclass(frozen=True)
@@ -214,12 +244,13 @@ class SyncJobSpec:
     people wait on: user priority, the interactive WB wait, default retries, and a WB pause that
     outlasts the wait fails the run (and its request) instead of deferring. ``feeds`` name the
     assets it writes (for failure figures); those in ``cabinet_partitioned`` are materialized by
-    cabinet, the others by `cabinet|day`."""
+    cabinet, the others by `cabinet|day`. A load that records its own failure figures (the
+    digitization feeds') names no ``feeds``."""
 
     name: str
     queue: str
     feeds: tuple[str, ...]
-    body: Body
+    body: Sync
     description: str
     state_feed: str | None = None
     user_trigger: str | None = None
@@ -237,6 +268,33 @@ class SyncJobSpec:
     def tags(self) -> dict[str, str]:
         return queue_tags(self.queue, priority=PRIORITY_USER) if self.user else queue_tags(self.queue)
 
+    def input(
+        self,
+        context: OpExecutionContext,
+        config: CabinetSyncConfig,
+        warehouse: Warehouse,
+        wb: WbApi,
+        stack: ExitStack,
+        trigger: str,
+    ) -> SyncInput:
+        """The entry point's argument for this run: a WB client opened on first use (closed with
+        ``stack``) and, for a scheduled run, the check whether to yield the cabinet to a user's run."""
+        max_wait = INTERACTIVE_MAX_WAIT_SECONDS if self.user else None
+        inp = SyncInput(
+            connect=warehouse.connect,
+            client=lazy_client(wb, config.cabinet_id, max_wait, stack),
+            cabinet_id=config.cabinet_id,
+            run_id=context.run_id,
+            trigger=trigger,
+            request_id=config.request_id,
+            window_days=config.window_days,
+            date_from=config.first_day(),
+            options=config.model_dump(exclude={"cabinet_id", "request_id", "window_days", "date_from"}),
+        )
+        if not self.user:
+            inp.should_yield = user_run_waiting(context.instance, config.cabinet_id)
+        return inp
+
 
 def run_cabinet_sync(
     spec: SyncJobSpec, context: OpExecutionContext, config: CabinetSyncConfig, warehouse: Warehouse, wb: WbApi
@@ -244,15 +302,16 @@ def run_cabinet_sync(
     """The op of a cabinet sync job (see the module docstring)."""
     cabinet_id = config.cabinet_id
     trigger = run_trigger(dict(context.run.tags), spec.user_trigger or "manual")
-    call = SyncCall(context, config, warehouse, wb, trigger, INTERACTIVE_MAX_WAIT_SECONDS if spec.user else None)
+    stack = ExitStack()
     try:
+        call = spec.input(context, config, warehouse, wb, stack, trigger)
         with warehouse.connect() as conn:
             get_cabinet(conn, cabinet_id)
             if config.request_id is not None:
                 outbox.mark_running(conn, config.request_id, context.run_id)
                 conn.commit()
         ensure_cabinet_partition(context, cabinet_id)
-        with call.stack:
+        with stack:
             runs = spec.body(call)
     except WbDeferred as deferred:  # a pause before any feed could store its state
         if spec.state_feed is not None and not spec.user:
@@ -309,3 +368,78 @@ def cabinet_sync_job(spec: SyncJobSpec) -> JobDefinition:
         _op()
 
     return _job
+
+
+# -- Partition assets -------------------------------------------------------------------------
+
+
+def sync_partition_asset(
+    name: str,
+    group: str,
+    descriptions: Mapping[str, str],
+    load: Sync,
+    *,
+    by_day: bool = True,
+    extra: Callable[[Warehouse, str, date], dict[str, Any]] | None = None,
+    check: Callable[[str, date], None] | None = None,
+) -> AssetsDefinition:
+    """The asset(s) of one WB feed (``descriptions``: asset key → its business meaning), partitioned
+    by cabinet × day (``by_day``) or by cabinet: materializing a partition runs ``load`` (the
+    domain's partition entry point, given ``SyncInput.day``) with the interactive WB wait. Each
+    asset gets its run's figures (a `cabinet|day` partition: its ``DayChange``); other days or
+    feeds the load changed get their materializations too. A WB pause beyond the wait fails the run, naming when to try again; ``check`` may refuse a
+    partition before anything is asked of WB; ``extra`` adds metadata to a day's result."""
+    specs = [AssetSpec(key, group_name=group, kinds={"postgres"}, description=d) for key, d in descriptions.items()]
+    own = set(descriptions)
+
+    @multi_asset(name=name, specs=specs, partitions_def=CABINET_DAY if by_day else CABINETS, retry_policy=DEFAULT_RETRY)
+    def _asset(context: AssetExecutionContext, warehouse: Warehouse, wb: WbApi) -> Iterator[MaterializeResult]:
+        day: date | None
+        if by_day:
+            cabinet_id, day = cabinet_and_day(context)
+            where = f"{cabinet_id}|{day}"
+        else:
+            cabinet_id, day, where = context.partition_key, None, f"cabinet {context.partition_key}"
+        if check is not None and day is not None:
+            check(cabinet_id, day)
+        trigger = partition_trigger(context)
+        try:
+            with warehouse.connect() as conn:
+                get_cabinet(conn, cabinet_id)
+            with ExitStack() as stack:
+                inp = SyncInput(
+                    connect=warehouse.connect,
+                    client=lazy_client(wb, cabinet_id, INTERACTIVE_MAX_WAIT_SECONDS, stack),
+                    cabinet_id=cabinet_id,
+                    run_id=context.run_id,
+                    trigger=trigger,
+                    day=day,
+                )
+                runs = load(inp)
+        except Exception as exc:
+            fail_on_permanent(exc, f"{name} {where}")
+            raise
+        for run in runs:
+            if run.deferred_until is not None:
+                raise Failure(
+                    description=f"WB paused {run.feed} of cabinet {cabinet_id} until {run.deferred_until.isoformat()} "
+                    f"({run.deferred_reason}); materialize {where} again after that",
+                    allow_retries=False,
+                )
+        for run in runs:
+            if run.feed not in own:
+                emit_cabinet(context, run, trigger=trigger)
+            elif day is not None:
+                emit_days(context, [run], trigger=trigger, skip=(run.feed, day))
+        for run in runs:
+            if run.feed not in own:
+                continue
+            if day is None:
+                meta = _cabinet_metadata(run, trigger, None)
+            else:
+                meta = dagster_metadata(run.change(day, trigger).to_metadata())
+                if extra is not None:
+                    meta.update(extra(warehouse, cabinet_id, day))
+            yield MaterializeResult(asset_key=run.feed, metadata={**meta, "wb_requests": run.requests})
+
+    return _asset

@@ -14,6 +14,7 @@ from optima_pipelines.runconfig import cabinet_run_config
 from optima_pipelines.sensors.handlers import RequestHandler
 from optima_pipelines.sensors.wb_sync import cron_fanout_schedule
 from optima_pipelines.sync import finance
+from optima_pipelines.sync.report_file import report_format
 
 finance_sync_schedule = cron_fanout_schedule(
     "finance_sync_schedule",
@@ -38,7 +39,7 @@ def validate_report_request(conn: psycopg.Connection, request: Request) -> dict[
     declared = payload.get("format")
     if declared is not None and not isinstance(declared, str):
         raise InvalidInput('malformed payload: "format" must be "xlsx" or "csv"')
-    fmt = finance.report_format(payload["path"], declared)
+    fmt = report_format(payload["path"], declared)
     return cabinet_run_config(
         IMPORT_SPEC.name, request.cabinet_id, path=payload["path"].strip(), format=fmt, request_id=request.id
     )

@@ -1,5 +1,5 @@
-"""Cadences of the WB syncs (finance, ads, funnel, catalog, inventory): the fan-out every schedule and
-interval sensor of theirs shares, and the sensor that resumes a sync WB paused.
+"""Cadences of the WB syncs (digitization, finance, ads, funnel, catalog, inventory): the fan-out every
+schedule and interval sensor of theirs shares, and the sensor that resumes a sync WB paused.
 
 - **Fan-out** (``fanout.py``'s rules): every active cabinet without a live user import, without a
   run of the same job queued or running, and not held in a WB pause, gets one run per cadence
@@ -13,7 +13,7 @@ interval sensor of theirs shares, and the sensor that resumes a sync WB paused.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -33,6 +33,7 @@ from dagster import (
 
 from optima_pipelines.assets.ads import ads_sync_job
 from optima_pipelines.assets.catalog import catalog_cards_job, catalog_prices_job
+from optima_pipelines.assets.digitization import digitization_increment_job
 from optima_pipelines.assets.finance import finance_sync_job
 from optima_pipelines.assets.funnel import funnel_sync_job
 from optima_pipelines.assets.inventory import inventory_sync_job
@@ -42,7 +43,7 @@ from optima_pipelines.fanout import FanoutPlan, active_cabinets, busy_cabinets, 
 from optima_pipelines.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.runconfig import cabinet_run_config
-from optima_pipelines.sync import ads, catalog, finance, funnel, inventory
+from optima_pipelines.sync import ads, catalog, digitization, finance, funnel, inventory
 from optima_pipelines.sync.runs import due_resumes_by_feed, paused_cabinets
 from optima_pipelines.timeutil import MOSCOW
 
@@ -62,17 +63,29 @@ def cabinet_request(job: AnyJob, queue: str, cabinet_id: str, run_key: str, wind
     )
 
 
+#: The sync_state feed(s) whose WB pause holds a cabinet's runs of a cadence back (none: never held).
+StateFeeds = str | Sequence[str]
+
+
 def plan(
-    warehouse: Warehouse, context: SensorEvaluationContext | ScheduleEvaluationContext, job: AnyJob, state_feed: str
+    warehouse: Warehouse,
+    context: SensorEvaluationContext | ScheduleEvaluationContext,
+    job: AnyJob,
+    state_feed: StateFeeds,
 ) -> FanoutPlan:
     """Which cabinets get a run of ``job`` now (raises psycopg.Error / OptimaError on a failed read)."""
     active, live = active_cabinets(warehouse)
-    with warehouse.connect() as conn:
-        paused = paused_cabinets(conn, [state_feed], datetime.now(tz=MOSCOW))
+    feeds = [state_feed] if isinstance(state_feed, str) else list(state_feed)
+    paused: set[str] = set()
+    if feeds:
+        with warehouse.connect() as conn:
+            paused = paused_cabinets(conn, feeds, datetime.now(tz=MOSCOW))
     return plan_fanout(active, live, busy_cabinets(context.instance, job.name), paused)
 
 
-def interval_fanout_sensor(name: str, job: AnyJob, queue: str, state_feed: str, description: str) -> SensorDefinition:
+def interval_fanout_sensor(
+    name: str, job: AnyJob, queue: str, state_feed: StateFeeds, description: str
+) -> SensorDefinition:
     """An interval cadence from the registry: a run per cabinet per window of ``interval_seconds``."""
     entry = cadence(name)
     interval = entry.interval_seconds or 300
@@ -103,7 +116,9 @@ def interval_fanout_sensor(name: str, job: AnyJob, queue: str, state_feed: str, 
     return _sensor
 
 
-def cron_fanout_schedule(name: str, job: AnyJob, queue: str, state_feed: str, description: str) -> ScheduleDefinition:
+def cron_fanout_schedule(
+    name: str, job: AnyJob, queue: str, state_feed: StateFeeds, description: str
+) -> ScheduleDefinition:
     """A cron cadence from the registry: a run per cabinet per tick."""
     entry = cadence(name)
 
@@ -147,6 +162,9 @@ RESUMABLE: dict[str, Resumable] = {
         Resumable(inventory.STATE_FEED, inventory_sync_job, inventory.QUEUE),
         Resumable(catalog.CARDS_STATE_FEED, catalog_cards_job, catalog.QUEUE),
         Resumable(catalog.PRICES_STATE_FEED, catalog_prices_job, catalog.QUEUE),
+        # A paused (or yielded) digitization load of either feed resumes as an increment.
+        Resumable(digitization.ORDERS.name, digitization_increment_job, digitization.QUEUE),
+        Resumable(digitization.SALES.name, digitization_increment_job, digitization.QUEUE),
     )
 }
 
@@ -158,15 +176,18 @@ def plan_resumes(
     busy: Mapping[str, set[str]],
 ) -> list[tuple[str, Resumable, datetime]]:
     """(cabinet, sync, resume_at) to launch: due pauses of active cabinets without a live user import
-    whose sync's job has no run queued or running. Pure: unit-tested."""
+    whose sync's job has no run queued or running; one run per cabinet and job (one increment
+    resumes both digitization feeds). Pure: unit-tested."""
     active_set = set(active)
     out = []
+    launched: set[tuple[str, str]] = set()
     for (cabinet, feed), at in sorted(due.items()):
         sync = RESUMABLE.get(feed)
         if sync is None or cabinet not in active_set or cabinet in live_imports:
             continue
-        if cabinet in busy.get(sync.job.name, set()):
+        if cabinet in busy.get(sync.job.name, set()) or (cabinet, sync.job.name) in launched:
             continue
+        launched.add((cabinet, sync.job.name))
         out.append((cabinet, sync, at))
     return out
 
@@ -176,11 +197,11 @@ _RESUME = cadence("wb_sync_resume_sensor")
 
 @sensor(
     name=_RESUME.name,
-    jobs=[r.job for r in RESUMABLE.values()],
+    jobs=list({r.job.name: r.job for r in RESUMABLE.values()}.values()),
     minimum_interval_seconds=_RESUME.interval_seconds or 30,
     default_status=sensor_status(_RESUME.name),
-    description="Runs a finance, ads, funnel, stocks or catalog sync again for a cabinet once the pause WB "
-    "imposed on it is over (the sync stored what it had and its resume time instead of waiting).",
+    description="Runs a digitization, finance, ads, funnel, stocks or catalog sync again for a cabinet once the "
+    "pause WB imposed on it is over (the sync stored what it had and its resume time instead of waiting).",
 )
 def wb_sync_resume_sensor(context: SensorEvaluationContext, warehouse: Warehouse):
     try:
@@ -191,7 +212,10 @@ def wb_sync_resume_sensor(context: SensorEvaluationContext, warehouse: Warehouse
         return SkipReason(f"could not read sync_state: {exc.__class__.__name__}: {exc}")
     if not due:
         return SkipReason("no paused sync is due")
-    busy = {r.job.name: busy_cabinets(context.instance, r.job.name) for r in RESUMABLE.values()}
+    busy = {
+        job.name: busy_cabinets(context.instance, job.name)
+        for job in {r.job.name: r.job for r in RESUMABLE.values()}.values()
+    }
     launches = plan_resumes(due, active, live, busy)
     if not launches:
         return SkipReason(f"{len(due)} due, none launchable now (inactive, importing or already running)")

@@ -19,13 +19,15 @@ from datetime import date, timedelta
 
 import psycopg
 
+from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import merge_rows
-from optima_pipelines.sync.runs import Connect, SyncRun, finish, note_stored, page_connection
+from optima_pipelines.queues import RNP_ADS_SYNC
+from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, note_stored, page_connection
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import AdStat, Campaign, WbClient, WbDeferred
 
-QUEUE = "rnp-ads-sync"
+QUEUE = RNP_ADS_SYNC
 STATS_FEED = "ad_campaign_stats"
 CAMPAIGNS_FEED = "ad_campaigns"
 STATE_FEED = "ads"
@@ -34,6 +36,8 @@ WINDOW_DAYS = 3
 #: Campaign statuses WB serves statistics for: finished, active, paused.
 STAT_STATUSES = (7, 9, 11)
 CHUNK = 50
+#: The longest period fullstats serves in one request.
+MAX_WINDOW_DAYS = 31
 
 CAMPAIGN_COLUMNS = ("cabinet_id", *Campaign.COLUMNS)
 PRODUCT_COLUMNS = ("cabinet_id", *Campaign.PRODUCT_COLUMNS)
@@ -165,6 +169,8 @@ def sync_ads(
 
     A cycle left unfinished by a deferral (pending chunks saved for the same window) is finished
     first; otherwise a new cycle covers every campaign WB serves statistics for."""
+    if days is not None and days > MAX_WINDOW_DAYS:
+        raise InvalidInput(f"window_days {days}: WB's fullstats serves {MAX_WINDOW_DAYS} days a request at most")
     begin, end = ads_window(today, days)
     campaigns_run, campaigns = load_campaigns(connect, client, cabinet_id, run_id=run_id, trigger=trigger, queue=queue)
     chunks = stat_chunks(campaigns)
@@ -212,3 +218,29 @@ def load_stats_day(
         only_day=day,
     )
     return [campaigns_run, stats_run]
+
+
+def sync_campaigns(inp: SyncInput) -> list[SyncRun]:
+    """The `ad_campaigns` partition (a cabinet): the campaigns and their products, figures recorded."""
+    run, _ = load_campaigns(inp.connect, inp.client(), inp.cabinet_id, run_id=inp.run_id, trigger=inp.trigger)
+    with inp.connect() as conn, conn.transaction():
+        run.record(conn)
+    return [run]
+
+
+def sync_stats_day(inp: SyncInput) -> list[SyncRun]:
+    """The `ad_campaign_stats` partition ``inp.day``: see ``load_stats_day``."""
+    assert inp.day is not None
+    return load_stats_day(inp.connect, inp.client(), inp.cabinet_id, inp.day, run_id=inp.run_id, trigger=inp.trigger)
+
+
+def sync(inp: SyncInput) -> list[SyncRun]:
+    """The 5-minute sync: ``sync_ads`` over ``window_days`` (else WINDOW_DAYS)."""
+    return sync_ads(
+        inp.connect,
+        inp.client(),
+        inp.cabinet_id,
+        run_id=inp.run_id,
+        trigger=inp.trigger,
+        days=inp.window_days,
+    )

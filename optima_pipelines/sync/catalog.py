@@ -17,10 +17,11 @@ wait long, and a listing cut short by WB deletes nothing.
 from __future__ import annotations
 
 from optima_pipelines.load import merge_rows
-from optima_pipelines.sync.runs import Connect, SyncRun, finish, page_connection
+from optima_pipelines.queues import CATALOG_SYNC
+from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection
 from optima_pipelines.wb import Card, Price, WbClient, WbDeferred
 
-QUEUE = "catalog-sync"
+QUEUE = CATALOG_SYNC
 CARDS_STATE_FEED = "cards"
 PRICES_STATE_FEED = "prices"
 CARD_COLUMNS = ("cabinet_id", *Card.COLUMNS)
@@ -110,3 +111,18 @@ def sync_prices(
             prices.deleted([None] * len(gone))
         finish(conn, [prices, history], state_feed=PRICES_STATE_FEED)
     return prices, history
+
+
+def cards(inp: SyncInput) -> list[SyncRun]:
+    """The cabinet's cards (the nightly sync, the `products` partition)."""
+    return [sync_cards(inp.connect, inp.client(), inp.cabinet_id, run_id=inp.run_id, trigger=inp.trigger)]
+
+
+def prices(inp: SyncInput) -> list[SyncRun]:
+    """The cabinet's prices and the history rows they add (every 30 min, the `prices` partition)."""
+    return list(sync_prices(inp.connect, inp.client(), inp.cabinet_id, run_id=inp.run_id, trigger=inp.trigger))
+
+
+def full(inp: SyncInput) -> list[SyncRun]:
+    """A full cabinet sync (on demand): cards, then prices."""
+    return [*cards(inp), *prices(inp)]

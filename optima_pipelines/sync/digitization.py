@@ -17,17 +17,17 @@ and returns of old orders come back and their (old) days are reported as changed
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
 import psycopg
 
 from optima_pipelines.errors import InvalidInput
-from optima_pipelines.load import MergeResult, merge_rows
+from optima_pipelines.load import merge_rows
 from optima_pipelines.logs import get_logger
-from optima_pipelines.ops.records import record_feed_sync
-from optima_pipelines.sync.runs import Connect, note_stored, page_connection, sql_file
+from optima_pipelines.queues import DIGITIZATION_SYNC
+from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, note_stored, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
 from optima_pipelines.timeutil import MOSCOW, now_moscow
 from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
@@ -35,7 +35,7 @@ from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
 #: Re-read this much before the stored cursor: WB publishes its feed in batches (every ~30 min) and
 #: rows can appear with a lastChangeDate slightly before the newest one already seen.
 INCREMENT_OVERLAP = timedelta(hours=1)
-QUEUE = "digitization-sync"
+QUEUE = DIGITIZATION_SYNC
 log = get_logger(__name__)
 #: WB keeps statistics rows for 90 days from the order.
 WB_HORIZON_DAYS = 90
@@ -95,40 +95,6 @@ SALES = Feed("sales", "wb_sales", "wb_sales", ("cabinet_id", "sale_id"), Sale, l
 FEEDS = {f.asset: f for f in (ORDERS, SALES)}
 
 
-@dataclass
-class FeedRun:
-    """What one feed load did: for run metadata, request results and logs."""
-
-    feed: Feed
-    rows_fetched: int = 0
-    #: Rows WB sent without their key (``Feed.keyless``): not stored, logged with their srid.
-    rows_skipped: int = 0
-    pages: int = 0
-    merge: MergeResult = field(default_factory=MergeResult)
-    cursor: datetime | None = None
-    deferred_until: datetime | None = None
-    deferred_reason: str | None = None
-    #: Orders only: an order's day -> the days that report lines of the orders written there leave
-    #: (they were placed on their own day, or on the order's former day). The РНП's finance rollup
-    #: of both must be recomputed: reported as ``finance_days``.
-    finance_days: dict[date, set[date]] = field(default_factory=dict)
-
-    @property
-    def changed_days(self) -> set[date]:
-        return self.merge.changed_days
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "rows_fetched": self.rows_fetched,
-            "rows_skipped": self.rows_skipped,
-            "rows_inserted": self.merge.inserted,
-            "rows_updated": self.merge.updated,
-            "pages": self.pages,
-            "changed_days": sorted(d.isoformat() for d in self.changed_days),
-            "deferred_until": self.deferred_until.isoformat() if self.deferred_until else None,
-        }
-
-
 def load_feed(
     connect: Connect,
     client: WbClient,
@@ -142,23 +108,23 @@ def load_feed(
     cursor_feed: str | None = None,
     only_day: date | None = None,
     should_yield: Callable[[], bool] | None = None,
-) -> FeedRun:
+) -> SyncRun:
     """Fetch every page and merge it, one transaction per page (with the cursor, if ``cursor_feed``).
 
     A WB rate-limit pause longer than the client's limit raises WbDeferred before a request is
     sent: the pages merged so far stay committed, the resume time is recorded in sync_state, and
-    the returned FeedRun says until when the load was deferred. ``should_yield`` is asked between
+    the returned SyncRun says until when the load was deferred. ``should_yield`` is asked between
     pages: a scheduled load stops there (and resumes later) when a user's run waits for the cabinet.
     The load's figures are recorded for /metrics (ops_feed_syncs) when it ends, however it ends.
     """
-    run = FeedRun(feed)
-    started = now_moscow()
+    run = SyncRun(QUEUE, feed.asset, cabinet_id, run_id, trigger)
     state_feed = cursor_feed or feed.name
+    cursor: datetime | None = None
     with page_connection(connect) as conn:
         try:
             for page in feed.fetch(client, date_from, flag):
-                run.pages += 1
-                run.rows_fetched += len(page)
+                run.requests += 1
+                run.fetched(r.day for r in page)
                 if keyless := feed.keyless(page):
                     run.rows_skipped += len(keyless)
                     log.warning(
@@ -177,11 +143,9 @@ def load_feed(
                     run.merge += merge_rows(conn, feed.table, feed.columns, feed.key, rows, run_id=run_id)
                     if page:
                         newest = max(r.last_change_date for r in page)
-                        run.cursor = newest if run.cursor is None else max(run.cursor, newest)
+                        cursor = newest if cursor is None else max(cursor, newest)
                         if cursor_feed is not None:
-                            save_cursor(
-                                conn, cabinet_id, cursor_feed, {"last_change_date": run.cursor.isoformat()}, run_id
-                            )
+                            save_cursor(conn, cabinet_id, cursor_feed, {"last_change_date": cursor.isoformat()}, run_id)
                 if should_yield is not None and should_yield():
                     raise _Yield
         except (WbDeferred, _Yield) as stop:
@@ -191,23 +155,21 @@ def load_feed(
                 run.deferred_until, run.deferred_reason = now_moscow(), "yielded the cabinet to a user's run"
             with conn.transaction():
                 mark_deferred(conn, cabinet_id, state_feed, run.deferred_until, run.deferred_reason)
-                _record(conn, run, cabinet_id, run_id, trigger, started, "skipped")
+                run.record(conn, status="skipped")
             return run
         except Exception as exc:
             note_stored(exc, run)
             with conn.transaction():
-                _record(
-                    conn, run, cabinet_id, run_id, trigger, started, "failure", error=f"{exc.__class__.__name__}: {exc}"
-                )
+                run.record(conn, status="failure", error=f"{exc.__class__.__name__}: {exc}")
             raise
         with conn.transaction():
             if cursor_feed is not None:
                 mark_success(conn, cabinet_id, cursor_feed, run_id)
-            _record(conn, run, cabinet_id, run_id, trigger, started, "success")
+            run.record(conn)
     return run
 
 
-def _note_moved_lines(conn: psycopg.Connection, run: FeedRun, cabinet_id: str, rows: Sequence[tuple[Any, ...]]) -> None:
+def _note_moved_lines(conn: psycopg.Connection, run: SyncRun, cabinet_id: str, rows: Sequence[tuple[Any, ...]]) -> None:
     """Before an orders page is merged: which report lines it moves to its orders' days, from where."""
     if not rows:
         return
@@ -217,38 +179,11 @@ def _note_moved_lines(conn: psycopg.Connection, run: FeedRun, cabinet_id: str, r
         {"cabinet_id": cabinet_id, "srids": [r[srid] for r in rows], "days": [r[day] for r in rows]},
     ).fetchall()
     for order_day, left_day in moved:
-        run.finance_days.setdefault(order_day, set()).add(left_day)
+        run.finance.setdefault(order_day, set()).add(left_day)
 
 
 class _Yield(Exception):
     """Internal: a scheduled load stops between pages for a waiting user run."""
-
-
-def _record(
-    conn: psycopg.Connection,
-    run: FeedRun,
-    cabinet_id: str,
-    run_id: str | None,
-    trigger: str,
-    started: datetime,
-    status: str,
-    error: str | None = None,
-) -> None:
-    record_feed_sync(
-        conn,
-        queue=QUEUE,
-        feed=run.feed.asset,
-        cabinet_id=cabinet_id,
-        run_id=run_id or "in-process",
-        trigger=trigger,
-        started_at=started,
-        status=status,
-        rows_fetched=run.rows_fetched,
-        rows_inserted=run.merge.inserted,
-        rows_updated=run.merge.updated,
-        changed_days=len(run.changed_days),
-        error=error,
-    )
 
 
 def increment_start(connect: Connect, feed: Feed, cabinet_id: str) -> datetime:
@@ -263,6 +198,51 @@ def increment_start(connect: Connect, feed: Feed, cabinet_id: str) -> datetime:
 def window_start(day: date) -> datetime:
     """The first moment of a Moscow day, as WB's dateFrom."""
     return datetime.combine(day, time.min, tzinfo=MOSCOW)
+
+
+def sync_increment(inp: SyncInput) -> list[SyncRun]:
+    """The increment (every 30 min): each feed from its stored cursor minus the overlap. A load
+    stops at a page boundary when ``inp.should_yield()`` (a user's run waits for the cabinet)."""
+    return _sync_feeds(inp, lambda feed: (increment_start(inp.connect, feed, inp.cabinet_id), feed.name))
+
+
+def sync_window(inp: SyncInput) -> list[SyncRun]:
+    """A window of WB's change feed: from ``inp.date_from`` (a user's import, which reports every
+    day of its period as changed), else the last ``inp.window_days`` (the nightly backfill: 90)."""
+    today = now_moscow().date()
+    first = inp.date_from or today - timedelta(days=(inp.window_days or WB_HORIZON_DAYS) - 1)
+    runs = _sync_feeds(inp, lambda feed: (window_start(first), None))
+    if inp.date_from is not None:
+        for run in runs:
+            run.report_days.update(first + timedelta(days=i) for i in range((today - first).days + 1))
+    return runs
+
+
+def _sync_feeds(inp: SyncInput, start: Callable[[Feed], tuple[datetime, str | None]]) -> list[SyncRun]:
+    """Orders, then sales, each from ``start(feed)`` (its dateFrom, and the cursor feed to keep)."""
+    runs: list[SyncRun] = []
+    try:
+        for feed in (ORDERS, SALES):
+            date_from, cursor_feed = start(feed)
+            run = load_feed(
+                inp.connect,
+                inp.client(),
+                feed,
+                inp.cabinet_id,
+                date_from,
+                flag=0,
+                run_id=inp.run_id,
+                trigger=inp.trigger,
+                cursor_feed=cursor_feed,
+                should_yield=inp.should_yield,
+            )
+            runs.append(run)
+            log.info("%s of %s from %s: %s", feed.name, inp.cabinet_id, date_from, run.summary())
+    except Exception as exc:
+        # The feeds loaded before stay committed: the job reports their days with the failed one's.
+        note_stored(exc, *runs)
+        raise
+    return runs
 
 
 # -- Partition loads ---------------------------------------------------------------------------
@@ -307,13 +287,13 @@ def load_partition(
     *,
     backfill_id: str | None,
     run_id: str | None,
-) -> tuple[PartitionFetch, FeedRun]:
+) -> tuple[PartitionFetch, SyncRun]:
     memo_feed = feed.name + RANGE_MEMO_SUFFIX
     with connect() as conn:
         memo = get_state(conn, cabinet_id, memo_feed).cursor
     plan = plan_partition_fetch(day, backfill_id=backfill_id, memo=memo)
     if plan.mode == "memo":
-        return plan, FeedRun(feed)
+        return plan, SyncRun(QUEUE, feed.asset, cabinet_id, run_id, "backfill")
     with client_factory() as client:
         if plan.mode == "day":
             run = load_feed(

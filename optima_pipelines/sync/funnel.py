@@ -19,12 +19,13 @@ from datetime import date, timedelta
 import psycopg
 
 from optima_pipelines.load import merge_rows
-from optima_pipelines.sync.runs import Connect, SyncRun, finish, note_stored, page_connection
+from optima_pipelines.queues import RNP_SECTIONS_SYNC
+from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, note_stored, page_connection
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import FunnelDay, FunnelProduct, WbClient, WbDeferred
 
-QUEUE = "rnp-sections-sync"
+QUEUE = RNP_SECTIONS_SYNC
 FEED = "rnp_funnel_stats"
 STATE_FEED = "funnel"
 #: The hourly sync reloads today and the two days before (their carts and orders still move).
@@ -121,3 +122,24 @@ def _save_pending(
     conn: psycopg.Connection, cabinet_id: str, state_feed: str, days: list[date], run_id: str | None
 ) -> None:
     save_cursor(conn, cabinet_id, state_feed, {"pending": [d.isoformat() for d in days]}, run_id)
+
+
+def sync_day(inp: SyncInput) -> list[SyncRun]:
+    """The `rnp_funnel_stats` partition ``inp.day``: that day's funnel, no pending days."""
+    assert inp.day is not None
+    return [sync_funnel(inp.connect, inp.client(), inp.cabinet_id, [inp.day], run_id=inp.run_id, trigger=inp.trigger)]
+
+
+def sync_window(inp: SyncInput) -> list[SyncRun]:
+    """The hourly sync: the window's days (``window_days``, else WINDOW_DAYS), pending days first."""
+    return [
+        sync_funnel(
+            inp.connect,
+            inp.client(),
+            inp.cabinet_id,
+            funnel_window(days=inp.window_days),
+            run_id=inp.run_id,
+            trigger=inp.trigger,
+            state_feed=STATE_FEED,
+        )
+    ]

@@ -12,11 +12,12 @@ from __future__ import annotations
 from datetime import date
 
 from optima_pipelines.load import merge_rows
-from optima_pipelines.sync.runs import Connect, SyncRun, finish, page_connection
+from optima_pipelines.queues import INVENTORY_SYNC
+from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import Stock, WbClient, WbDeferred
 
-QUEUE = "inventory-sync"
+QUEUE = INVENTORY_SYNC
 FEED = "stocks"
 STATE_FEED = "stocks"
 COLUMNS = ("cabinet_id", "day", *Stock.COLUMNS)
@@ -60,3 +61,13 @@ def sync_stocks(
             run.deleted(d for (d,) in gone)
             finish(conn, [run], state_feed=STATE_FEED)  # the figures commit with the snapshot
     return run
+
+
+def sync_day(inp: SyncInput) -> list[SyncRun]:
+    """The `stocks` partition ``inp.day`` (today's: WB serves only the stocks of now)."""
+    return [sync_stocks(inp.connect, inp.client(), inp.cabinet_id, run_id=inp.run_id, trigger=inp.trigger, day=inp.day)]
+
+
+def sync(inp: SyncInput) -> list[SyncRun]:
+    """The hourly snapshot, made today's."""
+    return [sync_stocks(inp.connect, inp.client(), inp.cabinet_id, run_id=inp.run_id, trigger=inp.trigger)]

@@ -28,12 +28,13 @@ import psycopg
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.load import merge_rows
 from optima_pipelines.logs import get_logger
+from optima_pipelines.queues import KB_WB_NEWS_SYNC
 from optima_pipelines.sync.runs import Connect, SyncRun
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import News, WbAuthError, WbClient, WbDeferred, WbUnavailable
 from optima_pipelines.wb.client import NEWS_MAX_ITEMS
 
-QUEUE = "kb-wb-news-sync"
+QUEUE = KB_WB_NEWS_SYNC
 FEED = "kb_articles"
 #: WB: 1 news request a minute (burst 10 per seller); we never use the burst, across all tokens.
 REQUEST_INTERVAL_SECONDS = 60.0

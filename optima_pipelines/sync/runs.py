@@ -1,8 +1,11 @@
-"""What one sync of one feed for one cabinet did, and the bookkeeping every WB sync shares.
+"""The one sync pipeline: what every WB sync takes (``SyncInput``), what it returns (``SyncRun``s),
+and the bookkeeping they share.
 
-The finance report, ads, the funnel, the catalog, stocks and news each return ``SyncRun``s: rows
-fetched and merged per business day, rows removed, deferral, and (finance) the days whose РНП
-rollups the written lines affect. Assets turn them into materializations and run metadata, and
+Every sync of one cabinet has one entry point, a ``Sync``: ``(SyncInput) -> list[SyncRun]``
+(digitization, the finance report and uploads, ads, the funnel, the catalog, stocks). A ``SyncRun``
+is what one feed did: rows fetched and merged per business day, rows removed, deferral, and the
+days whose РНП rollups the written rows affect (finance: ``affected``; orders: ``finance``), told
+per day as a ``sync.changes.DayChange``. Assets turn them into materializations and run metadata, and
 ``finish`` records them for /metrics (``ops.records.record_feed_sync``) in the transaction that
 also marks the sync state, so figures and state commit together. Loads run on a
 ``page_connection``: each page commits with its resume point in a transaction of its own.
@@ -11,7 +14,7 @@ also marks the sync state, so figures and state commit together. Loads run on a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -23,8 +26,9 @@ from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.load import MergeResult
 from optima_pipelines.ops.records import record_feed_sync
+from optima_pipelines.sync.changes import DayChange, iso_days
 from optima_pipelines.sync.state import mark_deferred, mark_success
-from optima_pipelines.wb import WbDeferred
+from optima_pipelines.wb import WbClient, WbDeferred
 
 Connect = Callable[[], psycopg.Connection]
 
@@ -54,7 +58,7 @@ _STORED = "optima_stored_runs"
 
 
 def note_stored(exc: BaseException, *runs: Any) -> None:
-    """A load failed after some of its pages committed: attach its runs (SyncRun, FeedRun) to the
+    """A load failed after some of its pages committed: attach its SyncRuns to the
     exception, so that the job still reports the days those pages changed before it fails (the
     next run resumes after them and would never report them)."""
     setattr(exc, _STORED, [*stored_runs(exc), *runs])
@@ -87,6 +91,12 @@ class SyncRun:
     rows_deleted: int = 0
     #: Finance: line day -> the Moscow days of the changed lines' source orders (else the line's day).
     affected: dict[date, set[date]] = field(default_factory=dict)
+    #: Orders: an order's day -> the days that report lines of the orders written there leave.
+    finance: dict[date, set[date]] = field(default_factory=dict)
+    #: Days to report as changed even if no row of theirs changed (an import reports its whole period).
+    report_days: set[date] = field(default_factory=set)
+    #: Rows WB sent without their key: not stored (logged).
+    rows_skipped: int = 0
     deferred_until: datetime | None = None
     deferred_reason: str | None = None
 
@@ -117,25 +127,28 @@ class SyncRun:
     def changed(self) -> bool:
         return bool(self.merge.inserted or self.merge.updated or self.rows_deleted)
 
-    def day_metadata(self, day: date) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            "rows_fetched": self.fetched_by_day.get(day, 0),
-            "rows_inserted": self.merge.inserted_by_day.get(day, 0),
-            "rows_updated": self.merge.updated_by_day.get(day, 0),
-            "rows_deleted": self.deleted_by_day.get(day, 0),
-        }
-        if day in self.affected:
-            meta["affected_days"] = sorted(d.isoformat() for d in self.affected[day])
-        return meta
+    def change(self, day: date, trigger: str, request_id: int | None = None) -> DayChange:
+        """What this run changed on ``day``: the re-aggregation contract of its materialization."""
+        return DayChange(
+            rows_fetched=self.fetched_by_day.get(day, 0),
+            rows_inserted=self.merge.inserted_by_day.get(day, 0),
+            rows_updated=self.merge.updated_by_day.get(day, 0),
+            rows_deleted=self.deleted_by_day.get(day, 0),
+            trigger=trigger,
+            request_id=request_id,
+            affected_days=tuple(self.affected.get(day, ())),
+            finance_days=tuple(self.finance.get(day, ())),
+        )
 
     def summary(self) -> dict[str, Any]:
         return {
             "rows_fetched": self.rows_fetched,
+            "rows_skipped": self.rows_skipped,
             "rows_inserted": self.merge.inserted,
             "rows_updated": self.merge.updated,
             "rows_deleted": self.rows_deleted,
             "wb_requests": self.requests,
-            "changed_days": sorted(d.isoformat() for d in self.changed_days),
+            "changed_days": iso_days(self.changed_days),
             "deferred_until": self.deferred_until.isoformat() if self.deferred_until else None,
         }
 
@@ -156,6 +169,42 @@ class SyncRun:
             changed_days=self.changed_days,
             error=error,
         )
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass
+class SyncInput:
+    """What every sync takes from its run, free of Dagster: the one argument of a sync's entry point
+    (``Sync``), built by the job (assets/wb_sync.py) or the partition asset that runs it.
+
+    ``client()`` opens the cabinet's WB client on first use (the caller closes it when the run ends).
+    ``should_yield`` is asked between pages by the loads that can stop early for a waiting user run.
+    ``notes`` collect extra facts for the request's result (e.g. lines an upload shared with the API).
+    """
+
+    connect: Connect
+    client: Callable[[], WbClient]
+    cabinet_id: str
+    run_id: str | None
+    trigger: str
+    request_id: int | None = None
+    #: Days back to cover, today included, for syncs that work on a window (None: their own).
+    window_days: int | None = None
+    #: First Moscow day to load (a user's feed import).
+    date_from: date | None = None
+    #: A partition's Moscow day: load exactly that day (a `cabinet|day` partition run).
+    day: date | None = None
+    #: Job-specific settings (the report import's file path and format).
+    options: Mapping[str, Any] = field(default_factory=dict)
+    should_yield: Callable[[], bool] = _never
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+#: A sync's one entry point: does the work for one cabinet and returns what each feed changed.
+Sync = Callable[[SyncInput], list[SyncRun]]
 
 
 def finish(

@@ -61,12 +61,3 @@ def mark_deferred(conn: psycopg.Connection, cabinet_id: str, feed: str, resume_a
            SET resume_at = EXCLUDED.resume_at, last_error = EXCLUDED.last_error, updated_at = now()""",
         (cabinet_id, feed, resume_at, reason),
     )
-
-
-def due_resumes(conn: psycopg.Connection, feeds: list[str], now: datetime) -> dict[str, datetime]:
-    """Cabinets whose deferred sync of one of these feeds may resume now: cabinet -> earliest resume_at."""
-    rows = conn.execute(
-        "SELECT cabinet_id, min(resume_at) FROM sync_state WHERE feed = ANY(%s) AND resume_at <= %s GROUP BY cabinet_id",
-        (feeds, now),
-    ).fetchall()
-    return {cabinet: at for cabinet, at in rows}

@@ -38,7 +38,19 @@ def test_statistics_are_asked_for_finished_active_and_paused_campaigns_fifty_at_
 
 
 def test_resumes_go_to_active_idle_cabinets_only():
-    due = {("a", "ads"): AT, ("b", "ads"): AT, ("c", "report"): AT, ("d", "funnel"): AT, ("e", "orders"): AT}
+    due = {
+        ("a", "ads"): AT,
+        ("b", "ads"): AT,
+        ("c", "report"): AT,
+        ("d", "funnel"): AT,
+        ("e", "orders"): AT,
+        ("e", "sales"): AT,
+        ("e", "orders:range"): AT,
+    }
     launches = plan_resumes(due, active=["a", "b", "c", "e"], live_imports={"b"}, busy={"finance_sync": {"c"}})
-    # b imports, c's finance sync already runs, d is not active, e's feed is not one of these syncs.
-    assert [(cabinet, sync.job.name) for cabinet, sync, _ in launches] == [("a", "ads_sync")]
+    # b imports, c's finance sync already runs, d is not active; e's paused orders and sales loads
+    # resume as one increment, and a backfill memo is not a sync.
+    assert [(cabinet, sync.job.name) for cabinet, sync, _ in launches] == [
+        ("a", "ads_sync"),
+        ("e", "digitization_increment"),
+    ]

@@ -9,7 +9,7 @@ import pytest
 from openpyxl import Workbook
 
 from optima_pipelines.errors import InvalidInput
-from optima_pipelines.sync.finance import IMPORT_COLUMNS, REPORT_COLUMNS, parse_report_file
+from optima_pipelines.sync.report_file import IMPORT_COLUMNS, REPORT_COLUMNS, parse_report_file
 from optima_pipelines.timeutil import MOSCOW
 
 #: The required columns, under the names of an older export (ё-less, other wording).
