@@ -5,7 +5,7 @@ the data they describe:
 
     with warehouse.transaction() as conn:
         ... merge the rows ...
-        record_feed_sync(conn, queue="digitization-sync", feed="wb_orders", cabinet_id=cabinet,
+        record_feed_sync(conn, queue=DIGITIZATION_SYNC, feed="wb_orders", cabinet_id=cabinet,
                          run_id=context.run_id, trigger="scheduled", started_at=started,
                          rows_fetched=n, rows_inserted=i, rows_updated=u, changed_days=days)
 
