@@ -14,6 +14,25 @@ from fnmatch import fnmatchcase
 from dagster import DefaultScheduleStatus, DefaultSensorStatus
 
 from optima_pipelines.errors import ConfigError
+from optima_pipelines.queues import (
+    AB_TEST_METRICS,
+    AUTOBIDDER_BID_ENGINE,
+    AUTOREPLY_SYNC,
+    BOOKING_SLOT_MONITOR,
+    CATALOG_SYNC,
+    DIGITIZATION_SYNC,
+    EXAMPLE_JOBS,
+    INVENTORY_SYNC,
+    KB_WB_NEWS_SYNC,
+    MAINTENANCE,
+    PARTITION_MANAGER,
+    RE_AGGREGATE,
+    REPRICER_SCHEDULE,
+    RNP_ADS_SYNC,
+    RNP_FINANCE_SYNC,
+    RNP_MERGE_SYNC,
+    RNP_SECTIONS_SYNC,
+)
 from optima_pipelines.settings import load_settings
 from optima_pipelines.timeutil import MOSCOW_TZ_NAME
 
@@ -113,7 +132,7 @@ def cadences() -> list[Cadence]:
         ),
         Cadence(
             "digitization_increment_sensor",
-            "digitization-sync",
+            DIGITIZATION_SYNC,
             "digitization_increment",
             "interval",
             f"{every(increment)} (DIGITIZATION_INCREMENT_INTERVAL_MS)",
@@ -123,7 +142,7 @@ def cadences() -> list[Cadence]:
         ),
         Cadence(
             "digitization_backfill_schedule",
-            "digitization-sync",
+            DIGITIZATION_SYNC,
             "digitization_backfill",
             "cron",
             "0 3 * * *",
@@ -132,7 +151,7 @@ def cadences() -> list[Cadence]:
         ),
         Cadence(
             "rnp_reaggregate_sensor",
-            "re-aggregate",
+            RE_AGGREGATE,
             "rnp_recompute",
             "events",
             "every 3 s",
@@ -141,7 +160,7 @@ def cadences() -> list[Cadence]:
         ),
         Cadence(
             "rnp_merge_sync",
-            "rnp-merge-sync",
+            RNP_MERGE_SYNC,
             "rnp_recompute",
             "cron",
             "0 6 * * *",
@@ -149,7 +168,7 @@ def cadences() -> list[Cadence]:
         ),
         Cadence(
             "partition_manager_weekly",
-            "partition-manager",
+            PARTITION_MANAGER,
             "partition_manager",
             "cron",
             "0 3 * * 1",
@@ -158,7 +177,7 @@ def cadences() -> list[Cadence]:
         ),
         Cadence(
             "prune_runs_nightly",
-            "maintenance",
+            MAINTENANCE,
             "prune_runs",
             "cron",
             "40 2 * * *",
@@ -177,7 +196,7 @@ def _sync_cadences(scale: float) -> list[Cadence]:
     return [
         Cadence(
             "finance_sync_schedule",
-            "rnp-finance-sync",
+            RNP_FINANCE_SYNC,
             "finance_sync",
             "cron",
             "0 5 * * *",
@@ -186,7 +205,7 @@ def _sync_cadences(scale: float) -> list[Cadence]:
         ),
         Cadence(
             "ads_sync_sensor",
-            "rnp-ads-sync",
+            RNP_ADS_SYNC,
             "ads_sync",
             "interval",
             every(ads),
@@ -196,7 +215,7 @@ def _sync_cadences(scale: float) -> list[Cadence]:
         ),
         Cadence(
             "funnel_sync_sensor",
-            "rnp-sections-sync",
+            RNP_SECTIONS_SYNC,
             "funnel_sync",
             "interval",
             every(funnel),
@@ -206,7 +225,7 @@ def _sync_cadences(scale: float) -> list[Cadence]:
         ),
         Cadence(
             "catalog_cards_schedule",
-            "catalog-sync",
+            CATALOG_SYNC,
             "catalog_cards_sync",
             "cron",
             "0 4 * * *",
@@ -215,7 +234,7 @@ def _sync_cadences(scale: float) -> list[Cadence]:
         ),
         Cadence(
             "catalog_prices_sensor",
-            "catalog-sync",
+            CATALOG_SYNC,
             "catalog_prices_sync",
             "interval",
             every(prices),
@@ -225,7 +244,7 @@ def _sync_cadences(scale: float) -> list[Cadence]:
         ),
         Cadence(
             "inventory_sync_schedule",
-            "inventory-sync",
+            INVENTORY_SYNC,
             "inventory_sync",
             "cron",
             "0 * * * *",
@@ -234,7 +253,7 @@ def _sync_cadences(scale: float) -> list[Cadence]:
         ),
         Cadence(
             "news_sync_schedule",
-            "kb-wb-news-sync",
+            KB_WB_NEWS_SYNC,
             "news_sync",
             "cron",
             "15 */3 * * *",
@@ -260,7 +279,7 @@ def _engine_cadences(scale: float) -> list[Cadence]:
     return [
         Cadence(
             "autobidder_bid_engine_sensor",
-            "autobidder-bid-engine",
+            AUTOBIDDER_BID_ENGINE,
             "autobidder_bid_engine",
             "interval",
             "every 60 s",
@@ -271,7 +290,7 @@ def _engine_cadences(scale: float) -> list[Cadence]:
         ),
         Cadence(
             "booking_slot_monitor",
-            "booking-slot-monitor",
+            BOOKING_SLOT_MONITOR,
             None,
             "interval",
             "every 12 s",
@@ -280,7 +299,7 @@ def _engine_cadences(scale: float) -> list[Cadence]:
         ),
         Cadence(
             "ab_test_metrics_schedule",
-            "ab-test-metrics",
+            AB_TEST_METRICS,
             "ab_test_metrics",
             "cron",
             "25 */3 * * *",
@@ -289,7 +308,7 @@ def _engine_cadences(scale: float) -> list[Cadence]:
         ),
         Cadence(
             "repricer_sensor",
-            "repricer-schedule",
+            REPRICER_SCHEDULE,
             "repricer",
             "table",
             "every N hours per (cabinet, rule interval), from repricer_rules (checked every minute)",
@@ -298,7 +317,7 @@ def _engine_cadences(scale: float) -> list[Cadence]:
         ),
         Cadence(
             "autoreply_sync_sensor",
-            "autoreply-sync",
+            AUTOREPLY_SYNC,
             "autoreply_sync",
             "interval",
             every(autoreply),
@@ -309,7 +328,7 @@ def _engine_cadences(scale: float) -> list[Cadence]:
         ),
         Cadence(
             "cabinet_status_summary_schedule",
-            "example-jobs",
+            EXAMPLE_JOBS,
             "cabinet_status_summary_job",
             "cron",
             "0 7 * * *",

@@ -25,19 +25,35 @@ PRIORITY_SCHEDULED = 0
 PRIORITY_REAGGREGATE = -10  # re-aggregation runs below ingest
 
 
-#: The WB sync queues by name: code imports these, never retypes the strings.
+# The original queues, one constant each: code imports these, never retypes the string.
 DIGITIZATION_SYNC = "digitization-sync"
 RNP_ADS_SYNC = "rnp-ads-sync"
 RNP_FINANCE_SYNC = "rnp-finance-sync"
 INVENTORY_SYNC = "inventory-sync"
 CATALOG_SYNC = "catalog-sync"
+AUTOBIDDER_SYNC = "autobidder-sync"
 RNP_SECTIONS_SYNC = "rnp-sections-sync"
 KB_WB_NEWS_SYNC = "kb-wb-news-sync"
+RE_AGGREGATE = "re-aggregate"
+RNP_MERGE_SYNC = "rnp-merge-sync"
+PARTITION_MANAGER = "partition-manager"
+AUTOBIDDER_BID_ENGINE = "autobidder-bid-engine"
+REPRICER_SCHEDULE = "repricer-schedule"
+BOOKING_SLOT_MONITOR = "booking-slot-monitor"
+PRICING_BULK = "pricing-bulk"
+AUTOREPLY_SYNC = "autoreply-sync"
+AUTOREPLY_ANSWER_SEND = "autoreply-answer-send"
+AB_TEST_METRICS = "ab-test-metrics"
+MAINTENANCE = "maintenance"
+EXAMPLE_JOBS = "example-jobs"
 
 
 @dataclass(frozen=True)
 class Queue:
     name: str
+    #: The domain name its code carries: the queue's work is in ``<folder>/<domain>.py`` (assets,
+    #: jobs, sensors, sync, engines, ops), e.g. rnp-sections-sync -> funnel -> sync/funnel.py.
+    domain: str
     #: One of the six sync queues that share SYNC_QUEUE_CONCURRENCY.
     sync: bool = False
     #: Talks to WB with a cabinet's token: gated per cabinet.
@@ -49,26 +65,26 @@ class Queue:
 QUEUES: dict[str, Queue] = {
     q.name: q
     for q in [
-        Queue(DIGITIZATION_SYNC, sync=True),
-        Queue(RNP_ADS_SYNC, sync=True),
-        Queue(RNP_FINANCE_SYNC, sync=True),
-        Queue(INVENTORY_SYNC, sync=True),
-        Queue(CATALOG_SYNC, sync=True),
-        Queue("autobidder-sync", sync=True),
-        Queue(RNP_SECTIONS_SYNC),
-        Queue(KB_WB_NEWS_SYNC, serial=True),
-        Queue("re-aggregate", talks_to_wb=False),
-        Queue("rnp-merge-sync", talks_to_wb=False, serial=True),
-        Queue("partition-manager", talks_to_wb=False, serial=True),
-        Queue("autobidder-bid-engine"),
-        Queue("repricer-schedule"),
-        Queue("booking-slot-monitor", serial=True),
-        Queue("pricing-bulk"),
-        Queue("autoreply-sync"),
-        Queue("autoreply-answer-send"),
-        Queue("ab-test-metrics", talks_to_wb=False, serial=True),
-        Queue("maintenance", talks_to_wb=False, serial=True),
-        Queue("example-jobs", talks_to_wb=False),
+        Queue(DIGITIZATION_SYNC, "digitization", sync=True),
+        Queue(RNP_ADS_SYNC, "ads", sync=True),
+        Queue(RNP_FINANCE_SYNC, "finance", sync=True),
+        Queue(INVENTORY_SYNC, "inventory", sync=True),
+        Queue(CATALOG_SYNC, "catalog", sync=True),
+        Queue(AUTOBIDDER_SYNC, "autobidder", sync=True),
+        Queue(RNP_SECTIONS_SYNC, "funnel"),
+        Queue(KB_WB_NEWS_SYNC, "news", serial=True),
+        Queue(RE_AGGREGATE, "rnp", talks_to_wb=False),
+        Queue(RNP_MERGE_SYNC, "rnp", talks_to_wb=False, serial=True),
+        Queue(PARTITION_MANAGER, "partition_manager", talks_to_wb=False, serial=True),
+        Queue(AUTOBIDDER_BID_ENGINE, "autobidder"),
+        Queue(REPRICER_SCHEDULE, "repricer"),
+        Queue(BOOKING_SLOT_MONITOR, "booking", serial=True),
+        Queue(PRICING_BULK, "pricing_bulk"),
+        Queue(AUTOREPLY_SYNC, "autoreply"),
+        Queue(AUTOREPLY_ANSWER_SEND, "autoreply"),
+        Queue(AB_TEST_METRICS, "abtests", talks_to_wb=False, serial=True),
+        Queue(MAINTENANCE, "retention", talks_to_wb=False, serial=True),
+        Queue(EXAMPLE_JOBS, "example", talks_to_wb=False),
     ]
 }
 
@@ -76,21 +92,21 @@ QUEUES: dict[str, Queue] = {
 #: (the UI's Materialize button, `dagster asset materialize`, backfills).
 ASSET_QUEUES: dict[str, str] = {
     "cabinet_status_summary": "example-jobs",
-    "wb_orders": DIGITIZATION_SYNC,
-    "wb_sales": DIGITIZATION_SYNC,
+    "wb_orders": "digitization-sync",
+    "wb_sales": "digitization-sync",
     "rnp_sales": "re-aggregate",
     "rnp_ads": "re-aggregate",
     "rnp_finance": "re-aggregate",
     "rnp_daily": "re-aggregate",
-    "wb_report_lines": RNP_FINANCE_SYNC,
-    "ad_campaigns": RNP_ADS_SYNC,
-    "ad_campaign_stats": RNP_ADS_SYNC,
-    "rnp_funnel_stats": RNP_SECTIONS_SYNC,
-    "products": CATALOG_SYNC,
-    "prices": CATALOG_SYNC,
-    "price_history": CATALOG_SYNC,
-    "stocks": INVENTORY_SYNC,
-    "kb_articles": KB_WB_NEWS_SYNC,
+    "wb_report_lines": "rnp-finance-sync",
+    "ad_campaigns": "rnp-ads-sync",
+    "ad_campaign_stats": "rnp-ads-sync",
+    "rnp_funnel_stats": "rnp-sections-sync",
+    "products": "catalog-sync",
+    "prices": "catalog-sync",
+    "price_history": "catalog-sync",
+    "stocks": "inventory-sync",
+    "kb_articles": "kb-wb-news-sync",
 }
 
 

@@ -20,7 +20,7 @@ from dagster import Config, OpExecutionContext, job, op
 
 from optima_pipelines.assets.wb_sync import SyncJobSpec, cabinet_sync_job
 from optima_pipelines.engines import autobidder
-from optima_pipelines.queues import queue_tags
+from optima_pipelines.queues import AUTOBIDDER_BID_ENGINE, AUTOBIDDER_SYNC, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.retries import SCHEDULED_RETRY, fail_on_permanent
@@ -29,8 +29,8 @@ from optima_pipelines.sync import ads
 from optima_pipelines.sync.runs import SyncInput, SyncRun
 from optima_pipelines.wb import WbDeferred
 
-QUEUE = "autobidder-sync"
-BID_QUEUE = "autobidder-bid-engine"
+QUEUE = AUTOBIDDER_SYNC
+BID_QUEUE = AUTOBIDDER_BID_ENGINE
 
 
 def _on_demand(inp: SyncInput) -> list[SyncRun]:

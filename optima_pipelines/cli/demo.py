@@ -16,7 +16,7 @@ import click
 
 from optima_pipelines import cabinets as repo
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.queues import TAG_QUEUE, TAG_TRIGGER, queue_tags
+from optima_pipelines.queues import RE_AGGREGATE, TAG_QUEUE, TAG_TRIGGER, queue_tags
 from optima_pipelines.runconfig import cabinet_run_config
 from optima_pipelines.runtime import Deployment, open_deployment
 from optima_pipelines.timeutil import today_moscow
@@ -121,7 +121,7 @@ def demo_cmd(days: int, cabinets: int, seed: int) -> None:
                         run_config=QUIET,
                         instance=instance,
                         tags={
-                            **queue_tags("re-aggregate"),
+                            **queue_tags(RE_AGGREGATE),
                             TAG_TRIGGER: "demo",
                             RANGE_START_TAG: str(cabinet_day_key(cabinet_id, first_day)),
                             RANGE_END_TAG: str(cabinet_day_key(cabinet_id, today_moscow())),

@@ -42,13 +42,14 @@ from psycopg.types.json import Jsonb
 
 from optima_pipelines.db.statements import update_where
 from optima_pipelines.engines.audit import begin_action, finish_action, record_action
+from optima_pipelines.queues import AUTOREPLY_ANSWER_SEND, AUTOREPLY_SYNC
 from optima_pipelines.wb import WbClient, WbError
 from optima_pipelines.wb.models import Feedback, Question
 
 ENGINE = "autoreply"
-SYNC_QUEUE = "autoreply-sync"
-SEND_QUEUE = "autoreply-answer-send"
-SEND_KIND = "autoreply-answer-send"
+SYNC_QUEUE = AUTOREPLY_SYNC
+SEND_QUEUE = AUTOREPLY_ANSWER_SEND
+SEND_KIND = "autoreply-answer-send"  # the request kind (requests.KINDS), named like its queue
 KINDS = ("feedback", "question")
 #: Answers one sync sends itself (two WB requests each, within WB's 3 a second): ~2 minutes.
 MAX_SENDS_PER_SYNC = 200

@@ -24,11 +24,12 @@ import psycopg
 
 from optima_pipelines.engines.price_upload import send_chunk
 from optima_pipelines.errors import InvalidInput
+from optima_pipelines.queues import PRICING_BULK
 from optima_pipelines.wb import PriceUpdate, WbClient
 from optima_pipelines.wb.client import PRICE_TASK_MAX_ITEMS
 
 ENGINE = "pricing-bulk"
-QUEUE = "pricing-bulk"
+QUEUE = PRICING_BULK
 KIND = "pricing-bulk"
 MAX_ITEMS = 100_000
 #: Bounds of nm ids (bigint) and prices (integer): larger ones are refused as typos.

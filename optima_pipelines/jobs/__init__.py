@@ -1,1 +1,1 @@
-"""Op jobs: work that is not an asset (table upkeep), one module per domain."""
+"""Op jobs: work that is not an asset (the engines' runs, table upkeep), one module per domain."""

@@ -30,7 +30,7 @@ from psycopg import sql
 
 from optima_pipelines.cadences import cadence, schedule_status
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.queues import queue_tags
+from optima_pipelines.queues import PARTITION_MANAGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.settings import load_settings
 from optima_pipelines.timeutil import today_moscow
@@ -200,7 +200,7 @@ def manage_table_partitions(context: OpExecutionContext, warehouse: Warehouse) -
 @job(
     name="partition_manager",
     description="Weekly upkeep of the monthly table partitions of rnp_daily and its rollups.",
-    tags=queue_tags("partition-manager"),
+    tags=queue_tags(PARTITION_MANAGER),
     # One short op: a subprocess per step would only add start-up time.
     executor_def=in_process_executor,
 )

@@ -5,7 +5,7 @@ the data they describe:
 
     with warehouse.transaction() as conn:
         ... merge the rows ...
-        record_feed_sync(conn, queue="digitization-sync", feed="wb_orders", cabinet_id=cabinet,
+        record_feed_sync(conn, queue=DIGITIZATION_SYNC, feed="wb_orders", cabinet_id=cabinet,
                          run_id=context.run_id, trigger="scheduled", started_at=started,
                          rows_fetched=n, rows_inserted=i, rows_updated=u, changed_days=days)
 
@@ -25,7 +25,7 @@ from optima_pipelines.cabinets import validate_cabinet_id
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.logs import redact
-from optima_pipelines.queues import QUEUES
+from optima_pipelines.queues import DIGITIZATION_SYNC, QUEUES, RNP_ADS_SYNC, RNP_FINANCE_SYNC, RNP_SECTIONS_SYNC
 
 load = SqlFiles(__file__)
 
@@ -36,10 +36,10 @@ MAX_ERROR_CHARS = 2000
 #: Which /metrics family a queue's feed syncs are counted under (the original's names).
 #: Feeds of any other queue (catalog, inventory, news...) are counted under ``optima_feed_sync_*``.
 METRIC_FAMILIES: dict[str, str] = {
-    "digitization-sync": "optima_digitization_feed_sync",
-    "rnp-finance-sync": "optima_rnp_sync",
-    "rnp-ads-sync": "optima_rnp_sync",
-    "rnp-sections-sync": "optima_rnp_sync",
+    DIGITIZATION_SYNC: "optima_digitization_feed_sync",
+    RNP_FINANCE_SYNC: "optima_rnp_sync",
+    RNP_ADS_SYNC: "optima_rnp_sync",
+    RNP_SECTIONS_SYNC: "optima_rnp_sync",
 }
 DEFAULT_METRIC_FAMILY = "optima_feed_sync"
 

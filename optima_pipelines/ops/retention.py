@@ -36,7 +36,7 @@ from dagster import (
 )
 
 from optima_pipelines.cadences import cadence, schedule_status
-from optima_pipelines.queues import queue_tags
+from optima_pipelines.queues import MAINTENANCE, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.settings import load_settings
 
@@ -135,7 +135,7 @@ def prune_runs_op(context: OpExecutionContext, config: PruneRunsConfig, warehous
 
 @job(
     name="prune_runs",
-    tags=queue_tags("maintenance"),
+    tags=queue_tags(MAINTENANCE),
     description="Run retention: deletes old successful runs, keeps failed ones and every partition's latest "
     "materialization.",
 )
