@@ -53,7 +53,7 @@ from optima_pipelines.partitions import (
     cabinet_day_key,
     parse_cabinet_day_key,
 )
-from optima_pipelines.queues import PRIORITY_REAGGREGATE, TAG_TRIGGER, queue_tags
+from optima_pipelines.queues import PRIORITY_REAGGREGATE, RE_AGGREGATE, RNP_MERGE_SYNC, TAG_TRIGGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.rnp_plan import (
     FEED_ROLLUP,
@@ -175,7 +175,7 @@ def rnp_reaggregate_sensor(context: SensorEvaluationContext) -> SensorResult | S
     new_cabinets = sorted({c for c, _ in wanted.demands} - set(known))
     plan = plan_recomputes(wanted.demands, known)
     tick = tick_id(read.cursor)
-    tags = {**queue_tags("re-aggregate", priority=PRIORITY_REAGGREGATE), TAG_TRIGGER: "sensor"}
+    tags = {**queue_tags(RE_AGGREGATE, priority=PRIORITY_REAGGREGATE), TAG_TRIGGER: "sensor"}
     if read.oldest_at is not None:
         tags[TAG_SOURCE_EVENT_AT] = datetime.fromtimestamp(read.oldest_at, UTC).isoformat()
     requests = [run_request(r, tags, f"rnp:{tick}:{r.key}") for r in plan]
@@ -279,7 +279,7 @@ def merge_sync_requests(context: ScheduleEvaluationContext, warehouse: Warehouse
         return SkipReason("no active cabinet with partitions")
     # The safety net: every pair of the window is recomputed, whatever its watermark says.
     tags = {
-        **queue_tags("rnp-merge-sync", priority=PRIORITY_REAGGREGATE),
+        **queue_tags(RNP_MERGE_SYNC, priority=PRIORITY_REAGGREGATE),
         TAG_TRIGGER: "schedule",
         TAG_RECOMPUTE: "all",
     }
