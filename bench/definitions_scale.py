@@ -109,10 +109,10 @@ def measure_child(env: harness.Environment, events_behind: int) -> dict[str, Any
 def fill(env: harness.Environment, cabinets: int, events: int, runs: int) -> None:
     from dagster import AssetKey, AssetMaterialization
 
-    from optima_pipelines.cabinets import add_cabinet
     from optima_pipelines.partitions import CABINETS_NAME, cabinet_day_key
-    from optima_pipelines.secrets import TokenCipher
     from optima_pipelines.timeutil import today_moscow
+    from optima_pipelines.warehouse.cabinets import add_cabinet
+    from optima_pipelines.warehouse.secrets import TokenCipher
 
     ids = [f"c{i:04d}" for i in range(1, cabinets + 1)]
     cipher = TokenCipher(env.variables["OPTIMA_SECRET_KEY"].encode())

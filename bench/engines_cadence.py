@@ -57,9 +57,9 @@ def worker_start_cpu(samples: int) -> float:
 
 
 def setup_cabinets(sim, conn, ids: list[str]) -> None:  # type: ignore[no-untyped-def]
-    from optima_pipelines.cabinets import add_cabinet
-    from optima_pipelines.secrets import TokenCipher, load_key
     from optima_pipelines.settings import load_settings
+    from optima_pipelines.warehouse.cabinets import add_cabinet
+    from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 
     cipher = TokenCipher(load_key(load_settings()))
     for cabinet in ids:

@@ -115,8 +115,8 @@ def run_seconds(stack: harness.Stack, run_ids: set[str]) -> float:
 
 
 def run(bench: Bench, opts: Any) -> None:
-    from optima_pipelines import requests as outbox
     from optima_pipelines.timeutil import today_moscow
+    from optima_pipelines.warehouse import requests as outbox
     from wb_simulator import CabinetSpec
 
     cabinets = [f"fresh{i}" for i in range(1, opts.requests + 1)]

@@ -49,7 +49,7 @@ if str(ROOT) not in sys.path:  # `bench.*` and the system-test harness (tests/sy
 from optima_pipelines.db.connection import connect  # noqa: E402
 from optima_pipelines.db.migrate import ensure_schemas, upgrade  # noqa: E402
 from optima_pipelines.db.urls import dagster_storage_url, masked, with_database  # noqa: E402
-from optima_pipelines.runtime import project_file  # noqa: E402
+from optima_pipelines.ops.runtime import project_file  # noqa: E402
 
 RESULTS_DIR = ROOT / "bench" / "results"
 
@@ -565,8 +565,8 @@ def deployment(
         sim = None
         extra: dict[str, str] = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         if cabinets:
-            from optima_pipelines.cabinets import add_cabinet
-            from optima_pipelines.secrets import TokenCipher
+            from optima_pipelines.warehouse.cabinets import add_cabinet
+            from optima_pipelines.warehouse.secrets import TokenCipher
             from wb_simulator import Simulator, serve
 
             # The simulated clock follows real time: the daemon's runs happen in real time.
@@ -595,7 +595,7 @@ def fill_runs(conn: Any, dagster_schema: str, runs: int, cabinets: int, *, in_fl
     success, 5 % failure, 1 % canceled; with ``in_flight``, 300 queued and 6 running. Their
     ``run_body`` is empty, so only SQL that reads the tables may see them (as /metrics does):
     without ``in_flight`` Dagster's own API never loads one (it asks for queued or running runs)."""
-    from optima_pipelines.queues import QUEUES
+    from optima_pipelines.orchestration.queues import QUEUES
 
     runs_table, tags = sql.Identifier(dagster_schema, "runs"), sql.Identifier(dagster_schema, "run_tags")
     active = "WHEN i <= 300 THEN 'QUEUED' WHEN i <= 306 THEN 'STARTED'" if in_flight else ""

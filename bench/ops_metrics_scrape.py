@@ -26,7 +26,7 @@ if __package__ in (None, ""):
 from bench import harness
 from bench.harness import Bench, Option
 from optima_pipelines.ops.metrics import TAGS, build_registry
-from optima_pipelines.queues import QUEUES
+from optima_pipelines.orchestration.queues import QUEUES
 
 FEEDS = [
     ("digitization-sync", "wb_orders"),

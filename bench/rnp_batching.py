@@ -31,8 +31,8 @@ if __package__ in (None, ""):
 
 from bench import harness
 from bench.harness import Bench, Option
+from optima_pipelines.orchestration.queues import PRIORITY_REAGGREGATE, TAG_QUEUE, queue_tags
 from optima_pipelines.partitions import CABINETS_NAME, cabinet_day_key
-from optima_pipelines.queues import PRIORITY_REAGGREGATE, TAG_QUEUE, queue_tags
 from optima_pipelines.timeutil import today_moscow
 from tests.rnp_feeds import report_feed_event
 from tests.system.harness import RunningDeployment

@@ -6,11 +6,11 @@
 For each N, the real deployment (`optima-pipelines dev`) on a scratch database and the WB
 simulator on localhost with N cabinets (its clock and WB's rate limits ``--time-scale`` times
 faster), every schedule and sensor of the code location in its default state (whatever
-``cadences.py``/``definitions.py`` register when this runs: new syncs and engines are picked up
+``orchestration/cadences.py``/``definitions.py`` register when this runs: new syncs and engines are picked up
 without changes here). After ``--warmup`` seconds (the first increment's catch-up), the deployment
 is watched for ``--wall`` seconds:
 
-- **cadences held**: for every cadence of ``cadences.py`` that launches a job with a cadence
+- **cadences held**: for every cadence of ``orchestration/cadences.py`` that launches a job with a cadence
   window, each (cabinet, window) must get a run of that job that leaves the queue within the
   window and is not skipped as account-busy (a sensor that runs only for cabinets with work to do,
   ``on_demand``, must have every run it launched leave the queue within the window instead); cron
@@ -221,8 +221,8 @@ def judge_cadences(stack: harness.Stack, cabinets: list[str], start: float, end:
     """Every cadence with a job and a window, over the measured period [start, end] (epoch s)."""
     from dagster import RunsFilter
 
-    from optima_pipelines.cadences import cadences
-    from optima_pipelines.queues import SKIPPED_ACCOUNT_BUSY, TAG_CABINET, TAG_SKIPPED
+    from optima_pipelines.orchestration.cadences import cadences
+    from optima_pipelines.orchestration.queues import SKIPPED_ACCOUNT_BUSY, TAG_CABINET, TAG_SKIPPED
 
     results = []
     for cadence in cadences():

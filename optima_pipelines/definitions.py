@@ -7,10 +7,7 @@ from typing import Any
 from dagster import Definitions, EnvVar, in_process_executor
 
 from optima_pipelines import logs
-from optima_pipelines.assets.abtests import ab_test_metrics_job
 from optima_pipelines.assets.ads import ad_campaign_stats, ad_campaigns, ads_sync_job
-from optima_pipelines.assets.autobidder import autobidder_bid_engine_job, autobidder_sync_job
-from optima_pipelines.assets.autoreply import autoreply_answer_send_job, autoreply_sync_job
 from optima_pipelines.assets.catalog import (
     catalog_cards_job,
     catalog_full_job,
@@ -30,8 +27,6 @@ from optima_pipelines.assets.finance import finance_report_import_job, finance_s
 from optima_pipelines.assets.funnel import funnel_sync_job, rnp_funnel_stats
 from optima_pipelines.assets.inventory import inventory_sync_job, stocks
 from optima_pipelines.assets.news import kb_articles, news_sync_job
-from optima_pipelines.assets.pricing_bulk import pricing_bulk_job
-from optima_pipelines.assets.repricer import repricer_job
 from optima_pipelines.assets.rnp import (
     rnp_ads,
     rnp_daily,
@@ -41,7 +36,12 @@ from optima_pipelines.assets.rnp import (
     rnp_recompute_job,
     rnp_sales,
 )
+from optima_pipelines.jobs.abtests import ab_test_metrics_job
+from optima_pipelines.jobs.autobidder import autobidder_bid_engine_job, autobidder_sync_job
+from optima_pipelines.jobs.autoreply import autoreply_answer_send_job, autoreply_sync_job
 from optima_pipelines.jobs.partition_manager import partition_manager_job, partition_manager_weekly
+from optima_pipelines.jobs.pricing_bulk import pricing_bulk_job
+from optima_pipelines.jobs.repricer import repricer_job
 from optima_pipelines.ops.retention import prune_runs_job, prune_runs_schedule
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi

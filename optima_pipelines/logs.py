@@ -87,7 +87,7 @@ PARTITION_CABINET_TAG = "dagster/partition/cabinet"
 
 def cabinet_of(partition_key: Any, tags: Mapping[str, str]) -> str | None:
     """The cabinet a run or step serves: its partition's cabinet dimension, else the gate tag."""
-    from optima_pipelines.queues import TAG_CABINET
+    from optima_pipelines.orchestration.queues import TAG_CABINET
 
     by_dimension = getattr(partition_key, "keys_by_dimension", None)
     if isinstance(by_dimension, Mapping) and "cabinet" in by_dimension:

@@ -18,10 +18,10 @@ from dagster import (
     MultiPartitionsDefinition,
 )
 
-from optima_pipelines.cabinets import validate_cabinet_id
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.settings import load_settings
 from optima_pipelines.timeutil import MOSCOW_TZ_NAME
+from optima_pipelines.warehouse.cabinets import validate_cabinet_id
 
 #: Tags Dagster puts on a run over a range of partitions (a backfill with a single-run policy).
 RANGE_START_TAG = "dagster/asset_partition_range_start"

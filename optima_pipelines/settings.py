@@ -75,9 +75,9 @@ class Settings:
     ui_password: str | None = field(default=None, repr=False)
     run_retention_days: int = 7
     partition_retention_months: int = 24
-    #: Names or shell patterns of sensors/schedules that start stopped (checked by cadences.py).
+    #: Names or shell patterns of sensors/schedules that start stopped (checked by orchestration/cadences.py).
     automations_stopped: tuple[str, ...] = ()
-    #: The per-cabinet interval cadences run this many times more often (load drills; cadences.py).
+    #: The per-cabinet interval cadences run this many times more often (load drills; orchestration/cadences.py).
     cadence_scale: float = 1.0
 
     @property

@@ -16,12 +16,12 @@ from typing import Any
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, build_sensor_context
 
-from optima_pipelines.cabinets import add_cabinet
 from optima_pipelines.definitions import RESOURCES, defs
+from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.partitions import CABINETS_NAME
-from optima_pipelines.runconfig import cabinet_run_config
-from optima_pipelines.secrets import TokenCipher, load_key
 from optima_pipelines.timeutil import MOSCOW
+from optima_pipelines.warehouse.cabinets import add_cabinet
+from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 from wb_simulator import CabinetSpec, Simulator, serve
 
 #: WB's one-request-a-minute limits become 0.1 s; fullstats' 20 s, 0.03 s.

@@ -21,13 +21,13 @@ from optima_pipelines.assets.wb_sync import (
     fail_on_permanent,
     partition_trigger,
 )
-from optima_pipelines.cabinets import get_cabinet
 from optima_pipelines.partitions import BACKFILL_TAG, CABINET_DAY
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import digitization as dg
 from optima_pipelines.sync.changes import iso_days
 from optima_pipelines.sync.runs import stored_runs
+from optima_pipelines.warehouse.cabinets import get_cabinet
 
 QUEUE = dg.QUEUE
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dagster import MaterializeResult, MetadataValue, asset, define_asset_job
 
 from optima_pipelines.logs import get_logger
-from optima_pipelines.queues import EXAMPLE_JOBS, queue_tags
+from optima_pipelines.orchestration.queues import EXAMPLE_JOBS, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 
 # Our own logger, not context.log: its lines carry run_id and cabinet (optima_pipelines.logs binds

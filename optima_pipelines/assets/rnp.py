@@ -10,7 +10,7 @@ transaction: rows that changed are rewritten, the others left alone, so running 
 nothing (and the 5-minute ads sync does not rewrite every product of the day).
 
 Runs come from three places: the re-aggregation sensor (sensors/rnp.py) when a feed partition
-changes, the nightly rnp-merge-sync (cadences.py), and people (the UI, backfills, the CLI). A run
+changes, the nightly rnp-merge-sync (orchestration/cadences.py), and people (the UI, backfills, the CLI). A run
 may cover a rectangle of cabinets × consecutive days (a partition range): the SQL takes all its
 (cabinet, day) pairs at once, in bounded transactions.
 """
@@ -44,13 +44,13 @@ from psycopg import sql
 
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.jobs.partition_manager import covered_days, list_partitions
 from optima_pipelines.ops.records import record_reaggregation
+from optima_pipelines.orchestration.queues import TAG_TRIGGER
+from optima_pipelines.orchestration.retries import fail_on_permanent, is_transient
+from optima_pipelines.orchestration.rnp_plan import MART, ROLLUPS
 from optima_pipelines.partitions import CABINET_DAY, cabinet_day_key, parse_cabinet_day_key
-from optima_pipelines.queues import TAG_TRIGGER
 from optima_pipelines.resources.warehouse import Warehouse
-from optima_pipelines.retries import fail_on_permanent, is_transient
-from optima_pipelines.rnp_plan import MART, ROLLUPS
+from optima_pipelines.warehouse.table_partitions import covered_days, list_partitions
 
 #: In the order a recompute of all domains runs them: the merge reads the rollups.
 TABLES = (*ROLLUPS, MART)

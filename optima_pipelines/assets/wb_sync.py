@@ -41,10 +41,24 @@ from dagster import (
 )
 from pydantic import Field
 
-from optima_pipelines import requests as outbox
-from optima_pipelines.cabinets import get_cabinet
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.logs import get_logger
+from optima_pipelines.orchestration.queues import (
+    PRIORITY_SCHEDULED,
+    PRIORITY_USER,
+    TAG_CABINET,
+    TAG_PRIORITY,
+    TAG_TRIGGER,
+    queue_tags,
+)
+from optima_pipelines.orchestration.retries import (
+    DEFAULT_RETRY,
+    INTERACTIVE_MAX_WAIT_SECONDS,
+    SCHEDULED_RETRY,
+    fail_on_permanent,
+    is_transient,
+)
+from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.partitions import (
     BACKFILL_TAG,
     CABINET_DAY,
@@ -54,28 +68,14 @@ from optima_pipelines.partitions import (
     DATE_DIM,
     cabinet_day_key,
 )
-from optima_pipelines.queues import (
-    PRIORITY_SCHEDULED,
-    PRIORITY_USER,
-    TAG_CABINET,
-    TAG_PRIORITY,
-    TAG_TRIGGER,
-    queue_tags,
-)
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
-from optima_pipelines.retries import (
-    DEFAULT_RETRY,
-    INTERACTIVE_MAX_WAIT_SECONDS,
-    SCHEDULED_RETRY,
-    fail_on_permanent,
-    is_transient,
-)
-from optima_pipelines.runconfig import op_name
 from optima_pipelines.settings import load_settings
 from optima_pipelines.sync.runs import Sync, SyncInput, SyncRun, record_failure, stored_runs
 from optima_pipelines.sync.state import mark_deferred
 from optima_pipelines.timeutil import today_moscow
+from optima_pipelines.warehouse import requests as outbox
+from optima_pipelines.warehouse.cabinets import get_cabinet
 from optima_pipelines.wb import WbClient, WbDeferred
 
 __all__ = [

@@ -9,11 +9,11 @@ from pathlib import Path
 import click
 from cryptography.fernet import Fernet
 
-from optima_pipelines import cabinets as repo
 from optima_pipelines.errors import InvalidInput
-from optima_pipelines.runtime import open_deployment
-from optima_pipelines.secrets import KEY_FILE, TokenCipher, load_key, split_keys, write_key_file
+from optima_pipelines.ops.runtime import open_deployment
 from optima_pipelines.settings import load_settings
+from optima_pipelines.warehouse import cabinets as repo
+from optima_pipelines.warehouse.secrets import KEY_FILE, TokenCipher, load_key, split_keys, write_key_file
 
 
 def _read_token(token: str | None, token_file: Path | None, token_env: str | None) -> str | None:

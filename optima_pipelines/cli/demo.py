@@ -14,12 +14,12 @@ from datetime import date, timedelta
 
 import click
 
-from optima_pipelines import cabinets as repo
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.queues import RE_AGGREGATE, TAG_QUEUE, TAG_TRIGGER, queue_tags
-from optima_pipelines.runconfig import cabinet_run_config
-from optima_pipelines.runtime import Deployment, open_deployment
+from optima_pipelines.ops.runtime import Deployment, open_deployment
+from optima_pipelines.orchestration.queues import RE_AGGREGATE, TAG_QUEUE, TAG_TRIGGER, queue_tags
+from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.timeutil import today_moscow
+from optima_pipelines.warehouse import cabinets as repo
 
 DEMO_TIME_SCALE = 60.0
 #: The runs' own log lines go to their event log (the UI shows them); the terminal gets the summary.

@@ -16,7 +16,7 @@ import click
 
 from optima_pipelines.cli.ops import METRICS_PORT_DEFAULT, auth_banner
 from optima_pipelines.ops import processes
-from optima_pipelines.runtime import open_deployment
+from optima_pipelines.ops.runtime import open_deployment
 
 
 class _Stop(Exception):

@@ -14,7 +14,7 @@ import click
 
 from optima_pipelines.errors import ConfigError
 from optima_pipelines.ops import processes
-from optima_pipelines.runtime import open_deployment
+from optima_pipelines.ops.runtime import open_deployment
 
 CODE_SERVER_DEFAULT = f"{processes.CODE_SERVER_HOST}:{processes.CODE_SERVER_PORT}"
 METRICS_PORT_DEFAULT = 9464

@@ -6,11 +6,11 @@ import json
 
 import click
 
-from optima_pipelines import requests as outbox
-from optima_pipelines.cabinets import get_cabinet
-from optima_pipelines.runtime import open_deployment
+from optima_pipelines.ops.runtime import open_deployment
 from optima_pipelines.sync.digitization import check_date_from
 from optima_pipelines.timeutil import today_moscow
+from optima_pipelines.warehouse import requests as outbox
+from optima_pipelines.warehouse.cabinets import get_cabinet
 
 
 @click.group(name="request")

@@ -42,7 +42,7 @@ from psycopg.types.json import Jsonb
 
 from optima_pipelines.db.statements import update_where
 from optima_pipelines.engines.audit import begin_action, finish_action, record_action
-from optima_pipelines.queues import AUTOREPLY_ANSWER_SEND, AUTOREPLY_SYNC
+from optima_pipelines.orchestration.queues import AUTOREPLY_ANSWER_SEND, AUTOREPLY_SYNC
 from optima_pipelines.wb import WbClient, WbError
 from optima_pipelines.wb.models import Feedback, Question
 

@@ -24,7 +24,7 @@ import psycopg
 
 from optima_pipelines.engines.price_upload import send_chunk
 from optima_pipelines.errors import InvalidInput
-from optima_pipelines.queues import PRICING_BULK
+from optima_pipelines.orchestration.queues import PRICING_BULK
 from optima_pipelines.wb import PriceUpdate, WbClient
 from optima_pipelines.wb.client import PRICE_TASK_MAX_ITEMS
 

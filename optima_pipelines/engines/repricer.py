@@ -29,7 +29,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 import psycopg
 
 from optima_pipelines.engines.price_upload import send_chunk
-from optima_pipelines.queues import REPRICER_SCHEDULE
+from optima_pipelines.orchestration.queues import REPRICER_SCHEDULE
 from optima_pipelines.wb import PriceUpdate, WbClient
 from optima_pipelines.wb.client import PRICE_TASK_MAX_ITEMS
 

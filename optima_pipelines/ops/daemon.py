@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from optima_pipelines.dagster_internals import run_dagster_daemon, set_sensor_loop_seconds
+from optima_pipelines.orchestration.dagster_internals import run_dagster_daemon, set_sensor_loop_seconds
 
 #: How often the daemon's sensor loop wakes (Dagster's default: 5 s).
 SENSOR_LOOP_SECONDS = 1

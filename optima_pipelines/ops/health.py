@@ -23,12 +23,12 @@ from typing import Any
 import httpx
 import psycopg
 
-from optima_pipelines.cabinets import get_token
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import current_revision, head_revision
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.logs import redact, register_secret
-from optima_pipelines.secrets import TokenCipher
+from optima_pipelines.warehouse.cabinets import get_token
+from optima_pipelines.warehouse.secrets import TokenCipher
 
 #: WB category hosts our syncs and engines talk to (wb-api.md §1.1); each has its own /ping.
 WB_PING_HOSTS: tuple[str, ...] = (

@@ -42,11 +42,11 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from psycopg import sql
 
-from optima_pipelines.cabinets import STATUSES as CABINET_STATUSES
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.ops.records import METRIC_FAMILIES, metric_family
-from optima_pipelines.queues import ASSET_QUEUES, QUEUES, SKIPPED_ACCOUNT_BUSY, TAG_QUEUE, TAG_SKIPPED
+from optima_pipelines.orchestration.queues import ASSET_QUEUES, QUEUES, SKIPPED_ACCOUNT_BUSY, TAG_QUEUE, TAG_SKIPPED
+from optima_pipelines.warehouse.cabinets import STATUSES as CABINET_STATUSES
 
 load = SqlFiles(__file__)
 

@@ -21,11 +21,17 @@ from datetime import UTC, date, datetime
 
 import psycopg
 
-from optima_pipelines.cabinets import validate_cabinet_id
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.logs import redact
-from optima_pipelines.queues import DIGITIZATION_SYNC, QUEUES, RNP_ADS_SYNC, RNP_FINANCE_SYNC, RNP_SECTIONS_SYNC
+from optima_pipelines.orchestration.queues import (
+    DIGITIZATION_SYNC,
+    QUEUES,
+    RNP_ADS_SYNC,
+    RNP_FINANCE_SYNC,
+    RNP_SECTIONS_SYNC,
+)
+from optima_pipelines.warehouse.cabinets import validate_cabinet_id
 
 load = SqlFiles(__file__)
 

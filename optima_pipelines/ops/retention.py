@@ -35,8 +35,8 @@ from dagster import (
     op,
 )
 
-from optima_pipelines.cadences import cadence, schedule_status
-from optima_pipelines.queues import MAINTENANCE, queue_tags
+from optima_pipelines.orchestration.cadences import cadence, schedule_status
+from optima_pipelines.orchestration.queues import MAINTENANCE, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.settings import load_settings
 

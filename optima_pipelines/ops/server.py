@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from optima_pipelines.ops.health import run_checks
 from optima_pipelines.ops.metrics import build_registry
-from optima_pipelines.runtime import Deployment
+from optima_pipelines.ops.runtime import Deployment
 
 
 def create_app(dep: Deployment) -> Starlette:

@@ -33,8 +33,8 @@ from typing import Any
 
 import httpx
 
-from optima_pipelines.dagster_internals import serve_with_wrapped_app
 from optima_pipelines.errors import ConfigError
+from optima_pipelines.orchestration.dagster_internals import serve_with_wrapped_app
 
 logger = logging.getLogger(__name__)
 

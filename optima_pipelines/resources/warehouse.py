@@ -9,8 +9,8 @@ import psycopg
 from dagster import ConfigurableResource
 
 from optima_pipelines.db.connection import connect
-from optima_pipelines.secrets import TokenCipher, load_key
 from optima_pipelines.settings import load_settings
+from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 
 
 class Warehouse(ConfigurableResource):

@@ -6,10 +6,10 @@ from typing import Any
 import psycopg
 from dagster import ConfigurableResource, ResourceDependency
 
-from optima_pipelines.cabinets import get_token, mark_token_rejected
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.logs import get_logger
 from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.warehouse.cabinets import get_token, mark_token_rejected
 from optima_pipelines.wb import PostgresLimiterStore, RateLimiter, WbAuthError, WbClient, WbConfig, token_type_of
 
 log = get_logger(__name__)

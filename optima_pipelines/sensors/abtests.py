@@ -6,11 +6,11 @@ from __future__ import annotations
 import psycopg
 from dagster import RunRequest, ScheduleEvaluationContext, SkipReason, schedule
 
-from optima_pipelines.assets.abtests import QUEUE, ab_test_metrics_job
-from optima_pipelines.cadences import cadence, schedule_status
 from optima_pipelines.engines import abtests
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
+from optima_pipelines.jobs.abtests import QUEUE, ab_test_metrics_job
+from optima_pipelines.orchestration.cadences import cadence, schedule_status
+from optima_pipelines.orchestration.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.timeutil import MOSCOW
 

@@ -18,11 +18,11 @@ import time
 import psycopg
 from dagster import SensorEvaluationContext, SensorResult, SkipReason, sensor
 
-from optima_pipelines.assets.autobidder import BID_QUEUE, QUEUE, autobidder_bid_engine_job, autobidder_sync_job
-from optima_pipelines.cadences import cadence, sensor_status
 from optima_pipelines.engines import autobidder
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.fanout import busy_cabinets
+from optima_pipelines.jobs.autobidder import BID_QUEUE, QUEUE, autobidder_bid_engine_job, autobidder_sync_job
+from optima_pipelines.orchestration.cadences import cadence, sensor_status
+from optima_pipelines.orchestration.fanout import busy_cabinets
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.sensors.catalog import validate_cabinet_request
 from optima_pipelines.sensors.handlers import RequestHandler

@@ -1,6 +1,6 @@
 """autoreply-sync every 15 minutes per cabinet that has reply rules; autoreply-answer-send requests.
 
-The sync's fan-out is the house one (fanout.py: active cabinets, no live user import, no run of the
+The sync's fan-out is the house one (orchestration/fanout.py: active cabinets, no live user import, no run of the
 job already queued or running), narrowed to cabinets with at least one enabled rule: a cabinet
 without rules costs no run.
 """
@@ -13,17 +13,17 @@ from typing import Any
 import psycopg
 from dagster import SensorEvaluationContext, SensorResult, SkipReason, sensor
 
-from optima_pipelines.assets.autoreply import autoreply_answer_send_job, autoreply_sync_job
-from optima_pipelines.cabinets import get_cabinet
-from optima_pipelines.cadences import cadence, sensor_status, tick_seconds
 from optima_pipelines.engines import autoreply
 from optima_pipelines.errors import InvalidInput, OptimaError
-from optima_pipelines.fanout import active_cabinets, busy_cabinets, plan_fanout
-from optima_pipelines.requests import Request
+from optima_pipelines.jobs.autoreply import autoreply_answer_send_job, autoreply_sync_job
+from optima_pipelines.orchestration.cadences import cadence, sensor_status, tick_seconds
+from optima_pipelines.orchestration.fanout import active_cabinets, busy_cabinets, plan_fanout
+from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.resources.warehouse import Warehouse
-from optima_pipelines.runconfig import cabinet_run_config
 from optima_pipelines.sensors.handlers import RequestHandler
 from optima_pipelines.sensors.wb_sync import cabinet_request
+from optima_pipelines.warehouse.cabinets import get_cabinet
+from optima_pipelines.warehouse.requests import Request
 
 _CADENCE = cadence("autoreply_sync_sensor")
 INTERVAL = _CADENCE.interval_seconds or 900

@@ -17,9 +17,9 @@ from __future__ import annotations
 import psycopg
 from dagster import SensorEvaluationContext, SkipReason, sensor
 
-from optima_pipelines.cadences import cadence, sensor_status
 from optima_pipelines.engines import booking
 from optima_pipelines.errors import OptimaError
+from optima_pipelines.orchestration.cadences import cadence, sensor_status
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.timeutil import today_moscow

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import psycopg
 from dagster import SensorEvaluationContext, SensorResult, SkipReason, sensor
 
-from optima_pipelines.cabinets import list_cabinets
-from optima_pipelines.cadences import sensor_status
 from optima_pipelines.errors import OptimaError
+from optima_pipelines.orchestration.cadences import sensor_status
 from optima_pipelines.partitions import CABINETS, CABINETS_NAME
 from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.warehouse.cabinets import list_cabinets
 
 
 @dataclass(frozen=True)

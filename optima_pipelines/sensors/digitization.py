@@ -17,14 +17,14 @@ from optima_pipelines.assets.digitization import (
     digitization_import_job,
     digitization_increment_job,
 )
-from optima_pipelines.cabinets import get_cabinet
 from optima_pipelines.errors import InvalidInput
-from optima_pipelines.requests import IMPORT_FEEDS, Request
-from optima_pipelines.runconfig import cabinet_run_config
+from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.sensors.handlers import RequestHandler
 from optima_pipelines.sensors.wb_sync import cron_fanout_schedule, interval_fanout_sensor
 from optima_pipelines.sync.digitization import ORDERS, SALES, check_date_from
 from optima_pipelines.timeutil import today_moscow
+from optima_pipelines.warehouse.cabinets import get_cabinet
+from optima_pipelines.warehouse.requests import IMPORT_FEEDS, Request
 
 digitization_increment_sensor = interval_fanout_sensor(
     "digitization_increment_sensor",

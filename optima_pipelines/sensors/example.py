@@ -5,7 +5,7 @@ from __future__ import annotations
 from dagster import ScheduleDefinition
 
 from optima_pipelines.assets.example import cabinet_status_summary_job
-from optima_pipelines.cadences import cadence, schedule_status
+from optima_pipelines.orchestration.cadences import cadence, schedule_status
 
 _CADENCE = cadence("cabinet_status_summary_schedule")
 

@@ -7,14 +7,14 @@ from typing import Any
 import psycopg
 
 from optima_pipelines.assets.finance import IMPORT_SPEC, finance_report_import_job, finance_sync_job
-from optima_pipelines.cabinets import get_cabinet
 from optima_pipelines.errors import InvalidInput
-from optima_pipelines.requests import IMPORT_REPORT, Request
-from optima_pipelines.runconfig import cabinet_run_config
+from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.sensors.handlers import RequestHandler
 from optima_pipelines.sensors.wb_sync import cron_fanout_schedule
 from optima_pipelines.sync import finance
 from optima_pipelines.sync.report_file import report_format
+from optima_pipelines.warehouse.cabinets import get_cabinet
+from optima_pipelines.warehouse.requests import IMPORT_REPORT, Request
 
 finance_sync_schedule = cron_fanout_schedule(
     "finance_sync_schedule",

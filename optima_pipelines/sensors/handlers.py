@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 from dagster import JobDefinition
 
-from optima_pipelines.requests import Request
+from optima_pipelines.warehouse.requests import Request
 
 
 @dataclass(frozen=True)

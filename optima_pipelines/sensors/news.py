@@ -6,13 +6,13 @@ import psycopg
 from dagster import RunRequest, ScheduleEvaluationContext, SkipReason, schedule
 
 from optima_pipelines.assets.news import news_sync_job
-from optima_pipelines.cabinets import list_cabinets
-from optima_pipelines.cadences import cadence, schedule_status
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
+from optima_pipelines.orchestration.cadences import cadence, schedule_status
+from optima_pipelines.orchestration.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.sync import news
 from optima_pipelines.timeutil import MOSCOW
+from optima_pipelines.warehouse.cabinets import list_cabinets
 
 _CADENCE = cadence("news_sync_schedule")
 

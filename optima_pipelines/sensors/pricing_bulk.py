@@ -6,13 +6,13 @@ from typing import Any
 
 import psycopg
 
-from optima_pipelines.assets.pricing_bulk import pricing_bulk_job
-from optima_pipelines.cabinets import get_cabinet
 from optima_pipelines.engines import pricing_bulk
 from optima_pipelines.errors import InvalidInput
-from optima_pipelines.requests import Request
-from optima_pipelines.runconfig import cabinet_run_config
+from optima_pipelines.jobs.pricing_bulk import pricing_bulk_job
+from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.sensors.handlers import RequestHandler
+from optima_pipelines.warehouse.cabinets import get_cabinet
+from optima_pipelines.warehouse.requests import Request
 
 
 def validate(conn: psycopg.Connection, request: Request) -> dict[str, Any]:

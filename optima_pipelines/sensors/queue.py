@@ -24,10 +24,10 @@ from dagster import (
     sensor,
 )
 
-from optima_pipelines.cadences import cadences, sensor_status
-from optima_pipelines.dagster_internals import GRPC_INFO_TAG
-from optima_pipelines.queues import SKIPPED_ACCOUNT_BUSY as ACCOUNT_BUSY
-from optima_pipelines.queues import TAG_SKIPPED, TAG_TRIGGER
+from optima_pipelines.orchestration.cadences import cadences, sensor_status
+from optima_pipelines.orchestration.dagster_internals import GRPC_INFO_TAG
+from optima_pipelines.orchestration.queues import SKIPPED_ACCOUNT_BUSY as ACCOUNT_BUSY
+from optima_pipelines.orchestration.queues import TAG_SKIPPED, TAG_TRIGGER
 
 
 @dataclass(frozen=True)

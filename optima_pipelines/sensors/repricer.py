@@ -21,14 +21,14 @@ from dagster import (
     sensor,
 )
 
-from optima_pipelines.assets.repricer import repricer_job
-from optima_pipelines.cadences import cadence, sensor_status
 from optima_pipelines.engines import repricer
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.fanout import busy_cabinets
-from optima_pipelines.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
+from optima_pipelines.jobs.repricer import repricer_job
+from optima_pipelines.orchestration.cadences import cadence, sensor_status
+from optima_pipelines.orchestration.fanout import busy_cabinets
+from optima_pipelines.orchestration.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
+from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
-from optima_pipelines.runconfig import op_name
 
 _CADENCE = cadence("repricer_sensor")
 

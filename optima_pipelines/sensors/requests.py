@@ -32,13 +32,13 @@ from dagster import (
     sensor,
 )
 
-from optima_pipelines import requests as outbox
-from optima_pipelines.cadences import cadence, sensor_status
-from optima_pipelines.dagster_internals import WILL_RETRY_TAG, SerializableErrorInfo
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.queues import PRIORITY_USER, TAG_REQUEST_ID, TAG_TRIGGER, queue_tags
+from optima_pipelines.orchestration.cadences import cadence, sensor_status
+from optima_pipelines.orchestration.dagster_internals import WILL_RETRY_TAG, SerializableErrorInfo
+from optima_pipelines.orchestration.queues import PRIORITY_USER, TAG_REQUEST_ID, TAG_TRIGGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.sensors.handlers import RequestHandler
+from optima_pipelines.warehouse import requests as outbox
 
 
 def _handlers() -> dict[str, RequestHandler]:

@@ -4,12 +4,12 @@ The sensor reads new materializations of the WB feed assets from the event log, 
 per feed (DESIGN.md §4.10: ``@asset_sensor`` only sees the latest event), and requests the
 affected (cabinet, day) partitions of the matching rollup and of the merge ``rnp_daily``. Which
 days, and how they are batched into runs, is decided by the Dagster-free planner
-(optima_pipelines/rnp_plan.py); this module reads the event log and the warehouse and turns the
+(optima_pipelines/orchestration/rnp_plan.py); this module reads the event log and the warehouse and turns the
 plans into RunRequests. A recompute skips the requested pairs whose feeds did not change since
 their last recompute (their watermark, assets/rnp.py), so asking twice costs nothing.
 
 A failed read skips the tick without moving the cursor, so nothing is lost; and nothing the sensor
-does can fail an import (imports only log events). The nightly rnp-merge-sync (cadences.py calls
+does can fail an import (imports only log events). The nightly rnp-merge-sync (orchestration/cadences.py calls
 ``merge_sync_requests``) recomputes the last three days of every active cabinet and heals any of
 the last 90 days that has orders but no rnp_daily rows, which also covers missed ticks of its own
 schedule (Dagster schedules do not catch up, DESIGN.md §4.8); it also recomputes rnp_finance of
@@ -41,21 +41,16 @@ from dagster import (
 from sqlalchemy.exc import SQLAlchemyError
 
 from optima_pipelines.assets.rnp import TAG_RECOMPUTE, TAG_SOURCE_EVENT_AT, rnp_recompute_job
-from optima_pipelines.cabinets import list_cabinets
-from optima_pipelines.cadences import cadence, schedule_status, sensor_status
 from optima_pipelines.errors import InvalidInput, OptimaError
-from optima_pipelines.jobs.partition_manager import covered_days, list_partitions
-from optima_pipelines.partitions import (
-    CABINETS,
-    CABINETS_NAME,
-    RANGE_END_TAG,
-    RANGE_START_TAG,
-    cabinet_day_key,
-    parse_cabinet_day_key,
+from optima_pipelines.orchestration.cadences import cadence, schedule_status, sensor_status
+from optima_pipelines.orchestration.queues import (
+    PRIORITY_REAGGREGATE,
+    RE_AGGREGATE,
+    RNP_MERGE_SYNC,
+    TAG_TRIGGER,
+    queue_tags,
 )
-from optima_pipelines.queues import PRIORITY_REAGGREGATE, RE_AGGREGATE, RNP_MERGE_SYNC, TAG_TRIGGER, queue_tags
-from optima_pipelines.resources.warehouse import Warehouse
-from optima_pipelines.rnp_plan import (
+from optima_pipelines.orchestration.rnp_plan import (
     FEED_ROLLUP,
     HEAL_DAYS,
     MART,
@@ -71,8 +66,19 @@ from optima_pipelines.rnp_plan import (
     plan_recomputes,
     tick_id,
 )
+from optima_pipelines.partitions import (
+    CABINETS,
+    CABINETS_NAME,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    cabinet_day_key,
+    parse_cabinet_day_key,
+)
+from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.settings import load_settings
 from optima_pipelines.timeutil import MOSCOW, today_moscow
+from optima_pipelines.warehouse.cabinets import list_cabinets
+from optima_pipelines.warehouse.table_partitions import covered_days, list_partitions
 
 # --- events ----------------------------------------------------------------------------------
 
@@ -256,7 +262,7 @@ def plan_merge_sync(conn: psycopg.Connection, cabinets: Sequence[str], today: da
 
 
 def merge_sync_requests(context: ScheduleEvaluationContext, warehouse: Warehouse) -> list[RunRequest] | SkipReason:
-    """The rnp-merge-sync tick (cron ``0 6 * * *`` Moscow, cadences.py)."""
+    """The rnp-merge-sync tick (cron ``0 6 * * *`` Moscow, orchestration/cadences.py)."""
     when = context.scheduled_execution_time or datetime.now(MOSCOW)
     today = when.astimezone(MOSCOW).date()
     first_day = date.fromisoformat(load_settings().partitions_start)

@@ -1,7 +1,7 @@
 """Cadences of the WB syncs (digitization, finance, ads, funnel, catalog, inventory): the fan-out every
 schedule and interval sensor of theirs shares, and the sensor that resumes a sync WB paused.
 
-- **Fan-out** (``fanout.py``'s rules): every active cabinet without a live user import, without a
+- **Fan-out** (``orchestration/fanout.py``'s rules): every active cabinet without a live user import, without a
   run of the same job queued or running, and not held in a WB pause, gets one run per cadence
   window. The run key is the job, the cabinet and the window (an interval sensor's window number,
   a schedule's intended tick time), so a tick evaluated twice launches nothing twice.
@@ -37,12 +37,12 @@ from optima_pipelines.assets.digitization import digitization_increment_job
 from optima_pipelines.assets.finance import finance_sync_job
 from optima_pipelines.assets.funnel import funnel_sync_job
 from optima_pipelines.assets.inventory import inventory_sync_job
-from optima_pipelines.cadences import cadence, schedule_status, sensor_status, tick_seconds
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.fanout import FanoutPlan, active_cabinets, busy_cabinets, plan_fanout
-from optima_pipelines.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
+from optima_pipelines.orchestration.cadences import cadence, schedule_status, sensor_status, tick_seconds
+from optima_pipelines.orchestration.fanout import FanoutPlan, active_cabinets, busy_cabinets, plan_fanout
+from optima_pipelines.orchestration.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
+from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.resources.warehouse import Warehouse
-from optima_pipelines.runconfig import cabinet_run_config
 from optima_pipelines.sync import ads, catalog, digitization, finance, funnel, inventory
 from optima_pipelines.sync.runs import due_resumes_by_feed, paused_cabinets
 from optima_pipelines.timeutil import MOSCOW

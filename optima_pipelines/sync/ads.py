@@ -21,7 +21,7 @@ import psycopg
 
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import merge_rows
-from optima_pipelines.queues import RNP_ADS_SYNC
+from optima_pipelines.orchestration.queues import RNP_ADS_SYNC
 from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, note_stored, page_connection
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow

@@ -17,7 +17,7 @@ wait long, and a listing cut short by WB deletes nothing.
 from __future__ import annotations
 
 from optima_pipelines.load import merge_rows
-from optima_pipelines.queues import CATALOG_SYNC
+from optima_pipelines.orchestration.queues import CATALOG_SYNC
 from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection
 from optima_pipelines.wb import Card, Price, WbClient, WbDeferred
 

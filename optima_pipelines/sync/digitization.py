@@ -26,7 +26,7 @@ import psycopg
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import merge_rows
 from optima_pipelines.logs import get_logger
-from optima_pipelines.queues import DIGITIZATION_SYNC
+from optima_pipelines.orchestration.queues import DIGITIZATION_SYNC
 from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, note_stored, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
 from optima_pipelines.timeutil import MOSCOW, now_moscow

@@ -32,7 +32,7 @@ from psycopg import sql
 
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import MergeResult, merge_rows
-from optima_pipelines.queues import DIGITIZATION_SYNC, RNP_FINANCE_SYNC
+from optima_pipelines.orchestration.queues import DIGITIZATION_SYNC, RNP_FINANCE_SYNC
 from optima_pipelines.sync.catalog import sync_cards
 from optima_pipelines.sync.report_file import IMPORT_COLUMNS, ParsedReport, header, parse_report_file
 from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, note_stored, page_connection, sql_file

@@ -19,7 +19,7 @@ from datetime import date, timedelta
 import psycopg
 
 from optima_pipelines.load import merge_rows
-from optima_pipelines.queues import RNP_SECTIONS_SYNC
+from optima_pipelines.orchestration.queues import RNP_SECTIONS_SYNC
 from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, note_stored, page_connection
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import date
 
 from optima_pipelines.load import merge_rows
-from optima_pipelines.queues import INVENTORY_SYNC
+from optima_pipelines.orchestration.queues import INVENTORY_SYNC
 from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import Stock, WbClient, WbDeferred

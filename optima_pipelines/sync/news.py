@@ -28,7 +28,7 @@ import psycopg
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.load import merge_rows
 from optima_pipelines.logs import get_logger
-from optima_pipelines.queues import KB_WB_NEWS_SYNC
+from optima_pipelines.orchestration.queues import KB_WB_NEWS_SYNC
 from optima_pipelines.sync.runs import Connect, SyncRun
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import News, WbAuthError, WbClient, WbDeferred, WbUnavailable

@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from optima_pipelines import requests as outbox
 from optima_pipelines.definitions import defs
 from optima_pipelines.sync import ads
+from optima_pipelines.warehouse import requests as outbox
 from tests.dagster.test_ads import campaigns_in_warehouse, campaigns_of_truth, stats_in_warehouse, stats_of_truth
 from tests.wb_syncs import evaluate_requests_sensor, materializations, served, simulator
 from wb_simulator import CabinetSpec

@@ -7,9 +7,9 @@ from collections import Counter
 import pytest
 from dagster import SkipReason
 
-from optima_pipelines import requests as outbox
 from optima_pipelines.sensors.autoreply import autoreply_sync_sensor
 from optima_pipelines.sensors.requests import requests_sensor
+from optima_pipelines.warehouse import requests as outbox
 from tests.engines import evaluate, execute, fast_retries, writes
 from tests.sim_fixtures import Wb
 from tests.wb_syncs import served, simulator

@@ -10,11 +10,11 @@ from decimal import Decimal
 import pytest
 from dagster import build_sensor_context
 
-from optima_pipelines import cabinets
 from optima_pipelines.db.connection import connect
 from optima_pipelines.definitions import RESOURCES
 from optima_pipelines.engines import booking
-from optima_pipelines.secrets import TokenCipher, load_key
+from optima_pipelines.warehouse import cabinets
+from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 from tests.wb_syncs import served, simulator
 from wb_simulator import CabinetSpec
 from wb_simulator.catalogs import WAREHOUSES

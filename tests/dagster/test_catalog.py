@@ -7,10 +7,10 @@ from decimal import Decimal
 
 import pytest
 
-from optima_pipelines import requests as outbox
 from optima_pipelines.definitions import defs
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
+from optima_pipelines.warehouse import requests as outbox
 from optima_pipelines.wb import PriceUpdate
 from tests.wb_syncs import (
     evaluate_requests_sensor,

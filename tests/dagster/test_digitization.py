@@ -9,13 +9,13 @@ from decimal import Decimal
 import pytest
 from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, build_sensor_context, materialize
 
-from optima_pipelines import requests as outbox
-from optima_pipelines.cabinets import add_cabinet
 from optima_pipelines.definitions import RESOURCES, defs
+from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.partitions import CABINETS_NAME
-from optima_pipelines.runconfig import cabinet_run_config
-from optima_pipelines.secrets import TokenCipher, load_key
 from optima_pipelines.timeutil import MOSCOW, today_moscow
+from optima_pipelines.warehouse import requests as outbox
+from optima_pipelines.warehouse.cabinets import add_cabinet
+from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 from wb_simulator import CabinetSpec, Simulator, serve
 
 TIME_SCALE = 600  # WB's 1-request-a-minute statistics limit becomes 0.1 s
@@ -182,7 +182,7 @@ def test_an_increment_that_fails_after_a_stored_page_announces_its_days(wb, ware
 def test_a_bad_token_fails_the_run_clearly_without_leaking(wb, warehouse_conn, dagster_instance, settings):
     token = wb.token("c1")
     wb.revoke(token)
-    from optima_pipelines.cabinets import set_token
+    from optima_pipelines.warehouse.cabinets import set_token
 
     set_token(warehouse_conn, TokenCipher(load_key(settings)), "c1", token)
     job = defs.get_job_def("digitization_increment")

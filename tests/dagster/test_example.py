@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dagster import build_schedule_context
 
-from optima_pipelines.cadences import cadence
 from optima_pipelines.definitions import defs
-from optima_pipelines.queues import TAG_QUEUE
+from optima_pipelines.orchestration.cadences import cadence
+from optima_pipelines.orchestration.queues import TAG_QUEUE
 
 
 def test_the_template_job_counts_cabinets_by_status_on_its_schedule(dagster_instance, warehouse_conn):

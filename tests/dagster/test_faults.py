@@ -17,13 +17,13 @@ import pytest
 from dagster import DagsterEventType
 from psycopg import sql
 
-from optima_pipelines.cabinets import add_cabinet, set_token
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import upgrade
 from optima_pipelines.definitions import defs
-from optima_pipelines.runconfig import cabinet_run_config
-from optima_pipelines.secrets import TokenCipher, load_key
+from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.timeutil import MOSCOW
+from optima_pipelines.warehouse.cabinets import add_cabinet, set_token
+from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 from wb_simulator import CabinetSpec, Simulator, serve
 
 CABINET = "f1"

@@ -11,11 +11,11 @@ from datetime import timedelta
 import pytest
 from dagster import materialize
 
-from optima_pipelines.cabinets import get_token
 from optima_pipelines.definitions import RESOURCES
 from optima_pipelines.resources.warehouse import Warehouse
-from optima_pipelines.secrets import TokenCipher, load_key
 from optima_pipelines.sync import news
+from optima_pipelines.warehouse.cabinets import get_token
+from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 from optima_pipelines.wb import WbClient, WbConfig
 from tests.wb_syncs import TIME_SCALE, served, simulator
 from wb_simulator import CabinetSpec

@@ -10,10 +10,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from optima_pipelines import cabinets
 from optima_pipelines.db.migrate import head_revision
 from optima_pipelines.ops.health import WB_PING_HOSTS, check_wb, run_checks
-from optima_pipelines.secrets import TokenCipher, load_key
+from optima_pipelines.warehouse import cabinets
+from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJoZWFsdGgifQ.c2lnbmF0dXJl"
 

@@ -155,7 +155,7 @@ def test_after_db_upgrade_a_fresh_deployment_is_scraped_whole_with_every_series_
 ):
     """`db upgrade` then `/metrics`, before any Dagster process ran: every figure is read, and the series
     a dashboard names exist at 0 (not "no data")."""
-    from optima_pipelines.queues import QUEUES
+    from optima_pipelines.orchestration.queues import QUEUES
     from tests.db.test_cli import run_cli
 
     registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)

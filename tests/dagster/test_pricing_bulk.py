@@ -8,11 +8,11 @@ from collections import Counter
 
 import pytest
 
-from optima_pipelines import requests as outbox
 from optima_pipelines.engines import pricing_bulk
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sensors.requests import requests_sensor
+from optima_pipelines.warehouse import requests as outbox
 from optima_pipelines.wb import WbUnavailable
 from tests.engines import evaluate, execute, fast_retries, selling_at_wb, writes
 from tests.wb_syncs import served, simulator

@@ -8,10 +8,10 @@ from decimal import Decimal
 
 import pytest
 
-from optima_pipelines import requests as outbox
 from optima_pipelines.definitions import defs
 from optima_pipelines.sync import finance as fin
 from optima_pipelines.timeutil import today_moscow
+from optima_pipelines.warehouse import requests as outbox
 from tests.report_files import PORTAL_COLUMNS, moscow_day, write_csv, write_xlsx
 from tests.wb_syncs import evaluate_requests_sensor, materializations, money, run_job, served, simulator
 from wb_simulator import CabinetSpec

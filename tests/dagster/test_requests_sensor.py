@@ -6,9 +6,9 @@ import uuid
 
 from dagster import DagsterRun, DagsterRunStatus
 
-from optima_pipelines import requests as outbox
-from optima_pipelines.queues import TAG_REQUEST_ID
+from optima_pipelines.orchestration.queues import TAG_REQUEST_ID
 from optima_pipelines.sensors.requests import reconcile
+from optima_pipelines.warehouse import requests as outbox
 
 WILL_RETRY = "dagster/will_retry"
 

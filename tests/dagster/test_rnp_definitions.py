@@ -5,7 +5,7 @@ from __future__ import annotations
 from dagster import AssetKey
 
 from optima_pipelines.definitions import defs
-from optima_pipelines.run_coordinator import derive_gate_tags
+from optima_pipelines.orchestration.run_coordinator import derive_gate_tags
 
 
 def test_lineage_runs_from_the_wb_feeds_to_rnp_daily():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from optima_pipelines.errors import ConfigError
-from optima_pipelines.jobs.partition_manager import MANAGED_TABLES, add_months, list_partitions, partition_name
 from optima_pipelines.settings import load_settings
+from optima_pipelines.warehouse.table_partitions import MANAGED_TABLES, add_months, list_partitions, partition_name
 from tests.rnp_feeds import TODAY, add_cabinets, add_order, rnp_job, run_range
 
 THIS_MONTH = TODAY.replace(day=1)

@@ -9,10 +9,10 @@ from datetime import date, datetime
 import pytest
 from dagster import EnvVar, MaterializeResult, asset, materialize
 
-from optima_pipelines.cabinets import add_cabinet
 from optima_pipelines.errors import UnknownCabinet
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
+from optima_pipelines.warehouse.cabinets import add_cabinet
 from wb_simulator import CabinetSpec, Simulator, serve
 
 NOW = datetime(2026, 8, 20, 12, 0)
@@ -43,7 +43,7 @@ def day_orders(wb: WbApi) -> MaterializeResult:
 def test_an_asset_talks_to_wb_with_the_cabinets_stored_token_and_never_shows_it(
     sim: Simulator, base_url: str, settings, warehouse_conn, dagster_instance
 ):
-    from optima_pipelines.secrets import TokenCipher, load_key
+    from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 
     token = sim.token("shop-1")
     add_cabinet(warehouse_conn, TokenCipher(load_key(settings)), "shop-1", "Shop 1", token)
@@ -91,8 +91,8 @@ def test_a_token_lacking_a_category_fails_that_call_but_leaves_the_cabinet_activ
 ):
     """WB's 401 "scope not allowed" is about one category, not the token: other syncs still work,
     so the cabinet is not set token_invalid (a revoked token would be, see the system test)."""
-    from optima_pipelines.cabinets import get_cabinet
-    from optima_pipelines.secrets import TokenCipher, load_key
+    from optima_pipelines.warehouse.cabinets import get_cabinet
+    from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 
     add_cabinet(
         warehouse_conn, TokenCipher(load_key(settings)), "shop-1", "Shop 1", sim.token("shop-1", categories=["advert"])

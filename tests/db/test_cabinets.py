@@ -1,8 +1,8 @@
 import pytest
 
-from optima_pipelines import cabinets as repo
 from optima_pipelines.errors import InvalidInput, UnknownCabinet
-from optima_pipelines.secrets import TokenCipher, load_key
+from optima_pipelines.warehouse import cabinets as repo
+from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzIjozMjc2OCwic2lkIjoiY2FiLTEifQ.c2lnbmF0dXJl"
 

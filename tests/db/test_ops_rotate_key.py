@@ -8,8 +8,8 @@ import psycopg
 import pytest
 from cryptography.fernet import Fernet
 
-from optima_pipelines import cabinets
-from optima_pipelines.secrets import KEY_FILE, TokenCipher
+from optima_pipelines.warehouse import cabinets
+from optima_pipelines.warehouse.secrets import KEY_FILE, TokenCipher
 
 TOKENS = {
     "shop-1": "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJzaG9wLTEifQ.c2lnbmF0dXJlMQ",

@@ -7,8 +7,8 @@ from decimal import Decimal
 import pytest
 
 from optima_pipelines.assets.rnp import recompute_partitions
-from optima_pipelines.jobs.partition_manager import add_months, partition_name
 from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.warehouse.table_partitions import add_months, partition_name
 from tests.rnp_feeds import (
     TODAY,
     add_ad_stat,

@@ -13,12 +13,12 @@ import pytest
 from dagster import DagsterInstance
 from psycopg import sql
 
-from optima_pipelines.cabinets import add_cabinet
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import ensure_schemas, upgrade
 from optima_pipelines.db.urls import dagster_storage_url
-from optima_pipelines.runtime import project_file
-from optima_pipelines.secrets import TokenCipher
+from optima_pipelines.ops.runtime import project_file
+from optima_pipelines.warehouse.cabinets import add_cabinet
+from optima_pipelines.warehouse.secrets import TokenCipher
 from tests.system.harness import RunningDeployment, running_dev
 from wb_simulator import CabinetSpec, Simulator, serve
 

@@ -148,7 +148,7 @@ def only_automations(*running: str) -> dict[str, str]:
     A test's deployment runs what it exercises: on a 2-core machine the start-up burst of every other
     feed (ads, funnel, prices, the engines...) would otherwise compete with the runs under test.
     """
-    from optima_pipelines.cadences import cadences
+    from optima_pipelines.orchestration.cadences import cadences
 
     names = [c.name for c in cadences()]
     unknown = set(running) - set(names)

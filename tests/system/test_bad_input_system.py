@@ -10,9 +10,9 @@ import sys
 import httpx
 import pytest
 
-from optima_pipelines import requests as outbox
-from optima_pipelines.cabinets import add_cabinet, get_cabinet
-from optima_pipelines.secrets import TokenCipher, load_key
+from optima_pipelines.warehouse import requests as outbox
+from optima_pipelines.warehouse.cabinets import add_cabinet, get_cabinet
+from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 from tests.system.harness import only_automations, running_dev, wait_for
 from tests.wb_syncs import TIME_SCALE, simulator
 from wb_simulator import CabinetSpec, serve

@@ -20,10 +20,10 @@ from datetime import timedelta
 import pytest
 from dagster import DagsterEventType, DagsterRunStatus, RunRecord, RunsFilter
 
-from optima_pipelines import requests as outbox
-from optima_pipelines.queues import TAG_CABINET, TAG_QUEUE_CLASS, TAG_SKIPPED
-from optima_pipelines.runconfig import cabinet_run_config
+from optima_pipelines.orchestration.queues import TAG_CABINET, TAG_QUEUE_CLASS, TAG_SKIPPED
+from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.timeutil import today_moscow
+from optima_pipelines.warehouse import requests as outbox
 from tests.system.harness import only_automations
 from wb_simulator import CabinetSpec
 

@@ -13,9 +13,9 @@ from decimal import Decimal
 
 import pytest
 
-from optima_pipelines.cabinets import add_cabinet
-from optima_pipelines.secrets import TokenCipher, load_key
 from optima_pipelines.timeutil import MOSCOW, today_moscow
+from optima_pipelines.warehouse.cabinets import add_cabinet
+from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 from wb_simulator import CabinetSpec, Simulator, serve
 
 pytestmark = pytest.mark.system
@@ -88,7 +88,7 @@ def test_demo_loads_the_simulated_cabinets_and_prints_them(optima_env, warehouse
 
 KILLABLE_RUN = textwrap.dedent(
     """
-    from optima_pipelines.runconfig import cabinet_run_config
+    from optima_pipelines.orchestration.runconfig import cabinet_run_config
     from optima_pipelines.definitions import defs
     from dagster import DagsterInstance
     job = defs.get_job_def("digitization_increment")
@@ -132,7 +132,7 @@ def test_a_load_killed_midway_leaves_whole_pages_and_a_rerun_converges(
 
         sim.faults.clear()
         from optima_pipelines.definitions import defs
-        from optima_pipelines.runconfig import cabinet_run_config
+        from optima_pipelines.orchestration.runconfig import cabinet_run_config
 
         job = defs.get_job_def("digitization_increment")
         assert job.execute_in_process(run_config=cabinet_run_config(job.name, "k1"), instance=dagster_instance).success

@@ -7,7 +7,7 @@ from datetime import date
 import pytest
 from dagster import DagsterEventType, DagsterRunStatus, RunsFilter
 
-from optima_pipelines.queues import TAG_QUEUE
+from optima_pipelines.orchestration.queues import TAG_QUEUE
 from tests.rnp_feeds import (
     TODAY,
     add_cabinets,

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from dagster import DagsterEventType, DagsterRunStatus
 
-from optima_pipelines import requests as outbox
 from optima_pipelines.timeutil import today_moscow
+from optima_pipelines.warehouse import requests as outbox
 from tests.system.harness import only_automations
 from tests.system.test_concurrency import wait_until
 from wb_simulator import CabinetSpec

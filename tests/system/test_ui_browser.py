@@ -18,11 +18,11 @@ import websockets.sync.client
 from psycopg import sql
 from websockets.exceptions import InvalidStatus
 
-from optima_pipelines import cabinets
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import ensure_schemas, upgrade
-from optima_pipelines.secrets import TokenCipher
 from optima_pipelines.timeutil import today_moscow
+from optima_pipelines.warehouse import cabinets
+from optima_pipelines.warehouse.secrets import TokenCipher
 from tests.system.harness import only_automations, running_dev, wait_for
 
 pytestmark = pytest.mark.system

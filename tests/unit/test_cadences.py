@@ -1,4 +1,4 @@
-"""The cadence registry (cadences.py) is the original's schedule table (DESIGN.md §2) and what Dagster runs."""
+"""The cadence registry (orchestration/cadences.py) is the original's schedule table (DESIGN.md §2) and what Dagster runs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 import pytest
 from dagster import ScheduleDefinition, SensorDefinition
 
-from optima_pipelines.cadences import cadences
+from optima_pipelines.orchestration.cadences import cadences
 
 #: DESIGN.md §2 / issue 5, the cadence of each sync queue: (queue, job) → (kind, cadence, timezone).
 SYNC_TABLE = {
@@ -57,7 +57,9 @@ def test_every_sync_of_the_table_has_its_cadence():
 
 def test_the_registry_is_what_definitions_register(registered):
     entries = {c.name: c for c in cadences()}
-    assert set(entries) == set(registered), "every schedule and sensor is declared in cadences.py, and only those"
+    assert set(entries) == set(registered), (
+        "every schedule and sensor is declared in orchestration/cadences.py, and only those"
+    )
     for name, entry in entries.items():
         definition = registered[name]
         if entry.kind == "cron":
@@ -77,7 +79,7 @@ def test_on_demand_work_has_a_request_handler_with_its_job_and_queue():
 
 
 def test_the_sync_queues_are_tagged_for_the_concurrency_limit():
-    from optima_pipelines.queues import QUEUES
+    from optima_pipelines.orchestration.queues import QUEUES
 
     sync = {q.name for q in QUEUES.values() if q.sync}
     assert sync == {
@@ -136,8 +138,8 @@ def test_automations_named_stopped_start_stopped_in_the_deployment():
 
 @pytest.mark.parametrize("value", ["autobider_*", "repricer", "ads_sync_sensor, nope"])
 def test_a_stopped_automation_that_names_nothing_is_a_clear_error(monkeypatch, value):
-    from optima_pipelines.cadences import sensor_status
     from optima_pipelines.errors import ConfigError
+    from optima_pipelines.orchestration.cadences import sensor_status
 
     monkeypatch.setenv("OPTIMA_AUTOMATIONS_STOPPED", value)
     with pytest.raises(ConfigError, match=r"OPTIMA_AUTOMATIONS_STOPPED: '.*' names no sensor or schedule"):

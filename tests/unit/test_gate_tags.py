@@ -3,8 +3,8 @@ proves both end to end)."""
 
 import pytest
 
-from optima_pipelines.queues import TAG_CABINET, TAG_QUEUE, TAG_QUEUE_CLASS, TAG_SERIAL_QUEUE
-from optima_pipelines.run_coordinator import MULTI_CABINET, derive_gate_tags
+from optima_pipelines.orchestration.queues import TAG_CABINET, TAG_QUEUE, TAG_QUEUE_CLASS, TAG_SERIAL_QUEUE
+from optima_pipelines.orchestration.run_coordinator import MULTI_CABINET, derive_gate_tags
 
 
 def test_single_partition_run_is_gated_by_its_cabinet():
@@ -60,7 +60,7 @@ def _queue_config(monkeypatch, **env: str):  # type: ignore[no-untyped-def]
 
     import yaml
 
-    from optima_pipelines.run_coordinator import OptimaRunCoordinator
+    from optima_pipelines.orchestration.run_coordinator import OptimaRunCoordinator
 
     for name in ("SYNC_QUEUE_CONCURRENCY", "OPTIMA_MAX_CONCURRENT_RUNS"):
         monkeypatch.delenv(name, raising=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from optima_pipelines.queues import ASSET_QUEUES, QUEUES
+from optima_pipelines.orchestration.queues import ASSET_QUEUES, QUEUES
 
 PACKAGE = Path(__file__).resolve().parents[2] / "optima_pipelines"
 
@@ -15,7 +15,7 @@ def test_every_queue_has_a_domain_whose_modules_exist() -> None:
 
 
 def test_every_queue_constant_is_its_queue() -> None:
-    import optima_pipelines.queues as queues
+    import optima_pipelines.orchestration.queues as queues
 
     constants = {v for k, v in vars(queues).items() if k.isupper() and isinstance(v, str) and v in QUEUES}
     assert constants == set(QUEUES), "every queue has one constant in the queues module"

@@ -8,7 +8,7 @@ from dagster import Failure
 from psycopg import errors as pg
 
 from optima_pipelines.errors import DatabaseUnavailable, InvalidInput
-from optima_pipelines.retries import fail_on_permanent, is_transient
+from optima_pipelines.orchestration.retries import fail_on_permanent, is_transient
 from optima_pipelines.wb import WbAuthError, WbUnavailable
 
 

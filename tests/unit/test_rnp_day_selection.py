@@ -9,7 +9,7 @@ import pytest
 from dagster import MetadataValue
 
 from optima_pipelines.errors import InvalidInput
-from optima_pipelines.rnp_plan import (
+from optima_pipelines.orchestration.rnp_plan import (
     FeedEvent,
     Recompute,
     day_ranges,
@@ -203,5 +203,5 @@ def test_the_planner_imports_no_dagster() -> None:
     import subprocess
     import sys
 
-    code = "import sys, optima_pipelines.rnp_plan; sys.exit('dagster' in sys.modules)"
+    code = "import sys, optima_pipelines.orchestration.rnp_plan; sys.exit('dagster' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from optima_pipelines.jobs.partition_manager import (
+from optima_pipelines.warehouse.table_partitions import (
     PartitionBoundError,
     TablePartition,
     covered_days,

@@ -1,6 +1,6 @@
 """The queues of the original system, as run tags: one place that says which work is which.
 
-The run coordinator (``run_coordinator.py``) reads this module to tag every run it enqueues, and
+The run coordinator (``orchestration/run_coordinator.py``) reads this module to tag every run it enqueues, and
 jobs, schedules and sensors read it to tag the runs they request. Nothing here imports Dagster.
 """
 

@@ -11,15 +11,15 @@
 # No "from __future__ import annotations": Dagster reads op config and resource types from live annotations.
 from dagster import Config, Failure, OpExecutionContext, job, op
 
-from optima_pipelines import requests as outbox
-from optima_pipelines.assets.engine_runs import start_request
-from optima_pipelines.cabinets import get_cabinet
 from optima_pipelines.engines import autoreply
-from optima_pipelines.queues import PRIORITY_USER, queue_tags
+from optima_pipelines.jobs.engine_runs import start_request
+from optima_pipelines.orchestration.queues import PRIORITY_USER, queue_tags
+from optima_pipelines.orchestration.retries import DEFAULT_RETRY, SCHEDULED_RETRY, fail_on_permanent, is_transient
+from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
-from optima_pipelines.retries import DEFAULT_RETRY, SCHEDULED_RETRY, fail_on_permanent, is_transient
-from optima_pipelines.runconfig import op_name
+from optima_pipelines.warehouse import requests as outbox
+from optima_pipelines.warehouse.cabinets import get_cabinet
 from optima_pipelines.wb import WbDeferred
 
 SYNC_JOB = "autoreply_sync"

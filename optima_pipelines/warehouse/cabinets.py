@@ -10,7 +10,7 @@ import psycopg
 from psycopg import sql
 
 from optima_pipelines.errors import ConfigError, InvalidInput, UnknownCabinet
-from optima_pipelines.secrets import TokenCipher
+from optima_pipelines.warehouse.secrets import TokenCipher
 from optima_pipelines.wb.http import token_problem
 
 CABINET_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from optima_pipelines.cabinets import list_cabinets
-from optima_pipelines.queues import TAG_CABINET
-from optima_pipelines.requests import live_user_import_cabinets
+from optima_pipelines.orchestration.queues import TAG_CABINET
 from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.warehouse.cabinets import list_cabinets
+from optima_pipelines.warehouse.requests import live_user_import_cabinets
 
 IN_FLIGHT = [
     DagsterRunStatus.QUEUED,

@@ -12,14 +12,14 @@ from datetime import datetime
 from dagster import Config, Failure, OpExecutionContext, job, op
 from pydantic import Field
 
-from optima_pipelines.cabinets import get_cabinet
 from optima_pipelines.engines import repricer
-from optima_pipelines.queues import queue_tags
+from optima_pipelines.orchestration.queues import queue_tags
+from optima_pipelines.orchestration.retries import SCHEDULED_RETRY, fail_on_permanent
+from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
-from optima_pipelines.retries import SCHEDULED_RETRY, fail_on_permanent
-from optima_pipelines.runconfig import op_name
 from optima_pipelines.sync import catalog
+from optima_pipelines.warehouse.cabinets import get_cabinet
 
 JOB = "repricer"
 

@@ -8,15 +8,15 @@ in run config); per-item results go to ``pricing_bulk_items``, a summary to the 
 # No "from __future__ import annotations": Dagster reads op config and resource types from live annotations.
 from dagster import Config, OpExecutionContext, job, op
 
-from optima_pipelines import requests as outbox
-from optima_pipelines.assets.engine_runs import start_request
-from optima_pipelines.cabinets import get_cabinet
 from optima_pipelines.engines import pricing_bulk
-from optima_pipelines.queues import PRIORITY_USER, queue_tags
+from optima_pipelines.jobs.engine_runs import start_request
+from optima_pipelines.orchestration.queues import PRIORITY_USER, queue_tags
+from optima_pipelines.orchestration.retries import DEFAULT_RETRY, INTERACTIVE_MAX_WAIT_SECONDS, fail_on_permanent
+from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
-from optima_pipelines.retries import DEFAULT_RETRY, INTERACTIVE_MAX_WAIT_SECONDS, fail_on_permanent
-from optima_pipelines.runconfig import op_name
+from optima_pipelines.warehouse import requests as outbox
+from optima_pipelines.warehouse.cabinets import get_cabinet
 
 JOB = "pricing_bulk"
 

@@ -5,10 +5,10 @@ statement (engines/abtests.py); no WB call, so no cabinet gate. Its schedule is 
 from dagster import OpExecutionContext, job, op
 
 from optima_pipelines.engines import abtests
-from optima_pipelines.queues import AB_TEST_METRICS, queue_tags
+from optima_pipelines.orchestration.queues import AB_TEST_METRICS, queue_tags
+from optima_pipelines.orchestration.retries import SCHEDULED_RETRY
+from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
-from optima_pipelines.retries import SCHEDULED_RETRY
-from optima_pipelines.runconfig import op_name
 from optima_pipelines.timeutil import today_moscow
 
 QUEUE = AB_TEST_METRICS

@@ -20,11 +20,11 @@ from dagster import Config, OpExecutionContext, job, op
 
 from optima_pipelines.assets.wb_sync import SyncJobSpec, cabinet_sync_job
 from optima_pipelines.engines import autobidder
-from optima_pipelines.queues import AUTOBIDDER_BID_ENGINE, AUTOBIDDER_SYNC, queue_tags
+from optima_pipelines.orchestration.queues import AUTOBIDDER_BID_ENGINE, AUTOBIDDER_SYNC, queue_tags
+from optima_pipelines.orchestration.retries import SCHEDULED_RETRY, fail_on_permanent
+from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
-from optima_pipelines.retries import SCHEDULED_RETRY, fail_on_permanent
-from optima_pipelines.runconfig import op_name
 from optima_pipelines.sync import ads
 from optima_pipelines.sync.runs import SyncInput, SyncRun
 from optima_pipelines.wb import WbDeferred

@@ -14,9 +14,8 @@ from typing import Any
 
 from dagster import DagsterRun, QueuedRunCoordinator, SubmitRunContext
 
-from optima_pipelines.dagster_internals import coordinator_instance, replace_run_queue_config
-from optima_pipelines.partitions import RANGE_END_TAG, RANGE_START_TAG
-from optima_pipelines.queues import (
+from optima_pipelines.orchestration.dagster_internals import coordinator_instance, replace_run_queue_config
+from optima_pipelines.orchestration.queues import (
     QUEUES,
     TAG_CABINET,
     TAG_QUEUE,
@@ -24,6 +23,7 @@ from optima_pipelines.queues import (
     queue_for_assets,
     queue_tags,
 )
+from optima_pipelines.partitions import RANGE_END_TAG, RANGE_START_TAG
 from optima_pipelines.settings import load_settings
 
 PARTITION_CABINET_TAG = "dagster/partition/cabinet"

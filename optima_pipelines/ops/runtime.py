@@ -19,10 +19,10 @@ import psycopg
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import ensure_schemas, upgrade
 from optima_pipelines.db.urls import dagster_storage_url, masked, parse_url, with_database
-from optima_pipelines.secrets import TokenCipher, load_key
 from optima_pipelines.settings import Settings, load_settings
+from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the package: ops/ is one below it
 EMBEDDED_DATABASE = "optima"
 
 

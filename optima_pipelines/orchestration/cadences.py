@@ -14,7 +14,7 @@ from fnmatch import fnmatchcase
 from dagster import DefaultScheduleStatus, DefaultSensorStatus
 
 from optima_pipelines.errors import ConfigError
-from optima_pipelines.queues import (
+from optima_pipelines.orchestration.queues import (
     AB_TEST_METRICS,
     AUTOBIDDER_BID_ENGINE,
     AUTOREPLY_SYNC,

@@ -6,8 +6,8 @@ from typing import Any
 
 import psycopg
 
-from optima_pipelines import requests as outbox
 from optima_pipelines.errors import InvalidInput
+from optima_pipelines.warehouse import requests as outbox
 
 
 def start_request(conn: psycopg.Connection, request_id: int, cabinet_id: str, run_id: str) -> Any:
