@@ -228,7 +228,10 @@ def _read_sheets(path: Path, fmt: str) -> list[tuple[str | None, Any]]:
         return list(sheets.items())
     for encoding in ("utf-8-sig", "cp1251"):
         try:
-            head = path.read_text(encoding=encoding)[:65536]
+            # The head only: decoding the whole file here held a second copy of it in memory (a
+            # 500 MB upload took over 1 GB before pandas read it again).
+            with path.open(encoding=encoding) as text:
+                head = text.read(65536)
         except UnicodeDecodeError:
             continue
         try:
@@ -241,6 +244,8 @@ def _read_sheets(path: Path, fmt: str) -> list[tuple[str | None, Any]]:
                 skip_blank_lines=False,
                 encoding=encoding,
             )
+        except UnicodeDecodeError:
+            continue  # not this encoding after all, past the head
         except (pd.errors.ParserError, csv.Error, ValueError, OSError) as exc:
             raise InvalidInput(f"{path.name} is not a readable csv file ({exc.__class__.__name__}: {exc})") from None
         return [(None, frame)]
