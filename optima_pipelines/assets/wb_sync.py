@@ -143,19 +143,6 @@ def dagster_metadata(values: dict[str, Any]) -> dict[str, Any]:
     return {k: (MetadataValue.json(v) if isinstance(v, list) else v) for k, v in values.items()}
 
 
-def _cabinet_metadata(run: SyncRun, trigger: str, request_id: int | None) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "rows_fetched": run.rows_fetched,
-        "rows_inserted": run.merge.inserted,
-        "rows_updated": run.merge.updated,
-        "rows_deleted": run.rows_deleted,
-        "trigger": trigger,
-    }
-    if request_id is not None:
-        meta["request_id"] = request_id
-    return meta
-
-
 def emit_days(
     context: OpExecutionContext | AssetExecutionContext,
     runs: Iterable[SyncRun],
@@ -201,7 +188,7 @@ def emit_cabinet(
         return
     context.log_event(
         AssetMaterialization(
-            asset_key=run.feed, partition=run.cabinet_id, metadata=_cabinet_metadata(run, trigger, request_id)
+            asset_key=run.feed, partition=run.cabinet_id, metadata=run.total(trigger, request_id).to_metadata()
         )
     )
 
@@ -435,7 +422,7 @@ def sync_partition_asset(
             if run.feed not in own:
                 continue
             if day is None:
-                meta = _cabinet_metadata(run, trigger, None)
+                meta = run.total(trigger).to_metadata()
             else:
                 meta = dagster_metadata(run.change(day, trigger).to_metadata())
                 if extra is not None:

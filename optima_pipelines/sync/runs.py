@@ -140,6 +140,18 @@ class SyncRun:
             finance_days=tuple(self.finance.get(day, ())),
         )
 
+    def total(self, trigger: str, request_id: int | None = None) -> DayChange:
+        """What this run changed over all its days: the figures of a cabinet-partitioned feed's
+        materialization, under the same keys as a day's."""
+        return DayChange(
+            rows_fetched=self.rows_fetched,
+            rows_inserted=self.merge.inserted,
+            rows_updated=self.merge.updated,
+            rows_deleted=self.rows_deleted,
+            trigger=trigger,
+            request_id=request_id,
+        )
+
     def summary(self) -> dict[str, Any]:
         return {
             "rows_fetched": self.rows_fetched,
