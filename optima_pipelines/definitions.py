@@ -7,25 +7,34 @@ from typing import Any
 from dagster import Definitions, EnvVar, in_process_executor
 
 from optima_pipelines import logs
-from optima_pipelines.assets.ads import ad_campaign_stats, ad_campaigns, ads_sync_job
+from optima_pipelines.assets.ads import ad_campaign_stats, ad_campaigns, ads_sync_job, ads_sync_sweep
 from optima_pipelines.assets.catalog import (
     catalog_cards_job,
+    catalog_cards_sweep,
     catalog_full_job,
     catalog_prices_job,
+    catalog_prices_sweep,
     prices_and_history,
     products,
 )
 from optima_pipelines.assets.digitization import (
     digitization_backfill_job,
+    digitization_backfill_sweep,
     digitization_import_job,
     digitization_increment_job,
+    digitization_increment_sweep,
     wb_orders,
     wb_sales,
 )
 from optima_pipelines.assets.example import cabinet_status_summary, cabinet_status_summary_job
-from optima_pipelines.assets.finance import finance_report_import_job, finance_sync_job, wb_report_lines
-from optima_pipelines.assets.funnel import funnel_sync_job, rnp_funnel_stats
-from optima_pipelines.assets.inventory import inventory_sync_job, stocks
+from optima_pipelines.assets.finance import (
+    finance_report_import_job,
+    finance_sync_job,
+    finance_sync_sweep,
+    wb_report_lines,
+)
+from optima_pipelines.assets.funnel import funnel_sync_job, funnel_sync_sweep, rnp_funnel_stats
+from optima_pipelines.assets.inventory import inventory_sync_job, inventory_sync_sweep, stocks
 from optima_pipelines.assets.news import kb_articles, news_sync_job
 from optima_pipelines.assets.rnp import (
     rnp_ads,
@@ -108,6 +117,15 @@ JOBS: list[Any] = [
     rnp_daily_check_job,
     partition_manager_job,
     prune_runs_job,
+    # the scheduled cadences' sweeps: one run per window over many cabinets (jobs/wb_sync.py)
+    digitization_increment_sweep,
+    digitization_backfill_sweep,
+    finance_sync_sweep,
+    ads_sync_sweep,
+    funnel_sync_sweep,
+    catalog_cards_sweep,
+    catalog_prices_sweep,
+    inventory_sync_sweep,
     # the engines (issue 8)
     autobidder_bid_engine_job,
     ab_test_metrics_job,

@@ -41,6 +41,14 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "OPTIMA_CADENCE_SCALE": "For load drills and benchmarks (bench/scale.py): the per-cabinet interval cadences "
     "(the increment, ads, funnel, prices, auto-replies) run this many times more often, their windows as much "
     "shorter; a scaled interval under 20 s is an error. Default 1 (the real cadences).",
+    "OPTIMA_SWEEP_SHARD_SIZE": "Cabinets per sweep run: a scheduled cadence runs one run per window over every due "
+    "cabinet, split into runs of at most this many. Default 250.",
+    "OPTIMA_SWEEP_THREADS": "Cabinets a sweep run syncs at once (WB calls are I/O; each cabinet keeps its own WB "
+    "limits). Default 8.",
+    "OPTIMA_SWEEP_BUSY_WAIT_SECONDS": "How long a sweep keeps coming back to a cabinet whose lock another run holds "
+    "before it records the cabinet as account-busy for the window. Default 30.",
+    "OPTIMA_CABINET_LOCK_WAIT_SECONDS": "How long a single-cabinet run (a request, a partition, a resume) waits for "
+    "the cabinet's lock held by another run before it fails as busy (and is retried). Default 120.",
     "OPTIMA_PARTITIONS_START": "First Moscow day of the cabinet x day partitions. Default 2025-01-01.",
     "OPTIMA_UI_USER": "User name of the Dagster UI's HTTP basic auth. Set it and OPTIMA_UI_PASSWORD to require "
     "a login on every route; unset, the UI runs without auth (and says so).",
@@ -79,6 +87,12 @@ class Settings:
     automations_stopped: tuple[str, ...] = ()
     #: The per-cabinet interval cadences run this many times more often (load drills; orchestration/cadences.py).
     cadence_scale: float = 1.0
+    #: Sweeps (jobs/wb_sync.py): cabinets per run, cabinets at once, how long a busy cabinet is retried.
+    sweep_shard_size: int = 250
+    sweep_threads: int = 8
+    sweep_busy_wait_seconds: float = 30.0
+    #: How long a single-cabinet run waits for the cabinet lock (warehouse/cabinet_lock.py).
+    cabinet_lock_wait_seconds: float = 120.0
 
     @property
     def warehouse_schema(self) -> str:
@@ -174,4 +188,8 @@ def load_settings() -> Settings:
             p.strip() for p in (os.environ.get("OPTIMA_AUTOMATIONS_STOPPED") or "").split(",") if p.strip()
         ),
         cadence_scale=float_env("OPTIMA_CADENCE_SCALE", 1.0, minimum=1.0),
+        sweep_shard_size=_int_env("OPTIMA_SWEEP_SHARD_SIZE", 250),
+        sweep_threads=_int_env("OPTIMA_SWEEP_THREADS", 8),
+        sweep_busy_wait_seconds=float_env("OPTIMA_SWEEP_BUSY_WAIT_SECONDS", 30.0, minimum=0.0),
+        cabinet_lock_wait_seconds=float_env("OPTIMA_CABINET_LOCK_WAIT_SECONDS", 120.0, minimum=0.1),
     )

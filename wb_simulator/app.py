@@ -13,6 +13,7 @@ auth: the simulator listens on localhost).
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
@@ -109,6 +110,15 @@ def create_app(sim: Simulator) -> Starlette:
         if rule is None or (ep.token_types is not None and info.token_type not in ep.token_types):
             detail = f"the method is not available for a {info.token_type} token"
             return _http(gateway_error(sim, 403, "forbidden", detail, "Forbidden"))
+        started = time.time()
+        try:
+            return await served(ep, info, rule, category, path, http)
+        finally:
+            sim.journal.record(info.cabinet_id, http.method, f"{category}{path}", started, time.time())
+
+    async def served(
+        ep: Endpoint, info: TokenInfo, rule: Any, category: str, path: str, http: HttpRequest
+    ) -> HttpResponse:
         decision = sim.limiter.take(info.sid, info.token_type, ep.group, rule)
         if not decision.allowed:
             return _throttled(sim, decision)

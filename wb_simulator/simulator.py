@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -41,6 +41,34 @@ class Write:
 class UnknownCabinet(KeyError):
     def __str__(self) -> str:
         return f"unknown cabinet {self.args[0]!r}"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request the gateway served with a valid token: whose, what, and when (real Unix seconds)."""
+
+    cabinet_id: str
+    method: str
+    target: str
+    started: float
+    ended: float
+
+
+class Journal:
+    """The last ``size`` calls the gateway served, per cabinet: what tests read to see who asked WB
+    what and when (e.g. that two runs never talked to WB for one cabinet at once)."""
+
+    def __init__(self, size: int = 100_000):
+        self._calls: deque[Call] = deque(maxlen=size)
+        self._lock = threading.Lock()
+
+    def record(self, cabinet_id: str, method: str, target: str, started: float, ended: float) -> None:
+        with self._lock:
+            self._calls.append(Call(cabinet_id, method, target, started, ended))
+
+    def calls(self, cabinet_id: str | None = None) -> list[Call]:
+        with self._lock:
+            return [c for c in self._calls if cabinet_id is None or c.cabinet_id == cabinet_id]
 
 
 class Simulator:
@@ -82,6 +110,7 @@ class Simulator:
         self.tokens = TokenAuthority(hashlib.sha256(f"wb-sim:{seed}".encode()).digest())
         self.limiter = Limiter(LimiterClock(time_scale))
         self.faults = Faults(seed)
+        self.journal = Journal()
         #: At most this many lines a page of the finance report, whatever the request's limit (None: the
         #: limit). WB documents no fixed page size, only "request the next page until 204": a page
         #: shorter than the limit need not be the last.

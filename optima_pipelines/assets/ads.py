@@ -6,7 +6,8 @@ day's statistics changed"; the РНП ads rollup recomputes it.
 """
 
 # No "from __future__ import annotations": Dagster reads op config and resource types from live annotations.
-from optima_pipelines.assets.wb_sync import SyncJobSpec, cabinet_sync_job, sync_partition_asset
+from optima_pipelines.assets.wb_sync import sync_partition_asset
+from optima_pipelines.jobs.wb_sync import SyncJobSpec, cabinet_sync_job, sweep_job
 from optima_pipelines.sync import ads
 
 ad_campaigns = sync_partition_asset(
@@ -34,15 +35,15 @@ ad_campaign_stats = sync_partition_asset(
 )
 
 
-ads_sync_job = cabinet_sync_job(
-    SyncJobSpec(
-        name="ads_sync",
-        queue=ads.QUEUE,
-        feeds=(ads.CAMPAIGNS_FEED, ads.STATS_FEED),
-        body=ads.sync,
-        description="One cabinet's campaigns, then the ad statistics of today and the two days before "
-        "(a cycle WB's 20-second fullstats pace interrupts resumes where it stopped).",
-        state_feed=ads.STATE_FEED,
-        cabinet_partitioned=(ads.CAMPAIGNS_FEED,),
-    )
+ADS_SYNC_SPEC = SyncJobSpec(
+    name="ads_sync",
+    queue=ads.QUEUE,
+    feeds=(ads.CAMPAIGNS_FEED, ads.STATS_FEED),
+    body=ads.sync,
+    description="One cabinet's campaigns, then the ad statistics of today and the two days before "
+    "(a cycle WB's 20-second fullstats pace interrupts resumes where it stopped).",
+    state_feed=ads.STATE_FEED,
+    cabinet_partitioned=(ads.CAMPAIGNS_FEED,),
 )
+ads_sync_job = cabinet_sync_job(ADS_SYNC_SPEC)
+ads_sync_sweep = sweep_job(ADS_SYNC_SPEC)

@@ -4,7 +4,8 @@
 """
 
 # No "from __future__ import annotations": Dagster reads op config and resource types from live annotations.
-from optima_pipelines.assets.wb_sync import SyncJobSpec, cabinet_sync_job, sync_partition_asset
+from optima_pipelines.assets.wb_sync import sync_partition_asset
+from optima_pipelines.jobs.wb_sync import SyncJobSpec, cabinet_sync_job, sweep_job
 from optima_pipelines.sync import catalog
 
 FEEDS = ("products", "prices", "price_history")
@@ -35,28 +36,28 @@ prices_and_history = sync_partition_asset(
 )
 
 
-catalog_cards_job = cabinet_sync_job(
-    SyncJobSpec(
-        name="catalog_cards_sync",
-        queue=catalog.QUEUE,
-        feeds=("products",),
-        body=catalog.cards,
-        description="One cabinet's product cards, the whole listing.",
-        state_feed=catalog.CARDS_STATE_FEED,
-        cabinet_partitioned=FEEDS,
-    )
+CATALOG_CARDS_SPEC = SyncJobSpec(
+    name="catalog_cards_sync",
+    queue=catalog.QUEUE,
+    feeds=("products",),
+    body=catalog.cards,
+    description="One cabinet's product cards, the whole listing.",
+    state_feed=catalog.CARDS_STATE_FEED,
+    cabinet_partitioned=FEEDS,
 )
-catalog_prices_job = cabinet_sync_job(
-    SyncJobSpec(
-        name="catalog_prices_sync",
-        queue=catalog.QUEUE,
-        feeds=("prices", "price_history"),
-        body=catalog.prices,
-        description="One cabinet's current prices, and the price history rows they add.",
-        state_feed=catalog.PRICES_STATE_FEED,
-        cabinet_partitioned=FEEDS,
-    )
+catalog_cards_job = cabinet_sync_job(CATALOG_CARDS_SPEC)
+catalog_cards_sweep = sweep_job(CATALOG_CARDS_SPEC)
+CATALOG_PRICES_SPEC = SyncJobSpec(
+    name="catalog_prices_sync",
+    queue=catalog.QUEUE,
+    feeds=("prices", "price_history"),
+    body=catalog.prices,
+    description="One cabinet's current prices, and the price history rows they add.",
+    state_feed=catalog.PRICES_STATE_FEED,
+    cabinet_partitioned=FEEDS,
 )
+catalog_prices_job = cabinet_sync_job(CATALOG_PRICES_SPEC)
+catalog_prices_sweep = sweep_job(CATALOG_PRICES_SPEC)
 catalog_full_job = cabinet_sync_job(
     SyncJobSpec(
         name="catalog_full_sync",

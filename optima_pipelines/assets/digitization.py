@@ -10,17 +10,9 @@ exactly which days changed, old ones included.
 
 from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataValue, asset
 
-from optima_pipelines.assets.wb_sync import (
-    DEFAULT_RETRY,
-    INTERACTIVE_MAX_WAIT_SECONDS,
-    SyncJobSpec,
-    cabinet_and_day,
-    cabinet_sync_job,
-    dagster_metadata,
-    emit_days,
-    fail_on_permanent,
-    partition_trigger,
-)
+from optima_pipelines.assets.wb_sync import cabinet_and_day, dagster_metadata, emit_days, partition_trigger
+from optima_pipelines.jobs.wb_sync import SyncJobSpec, cabinet_sync_job, sweep_job
+from optima_pipelines.orchestration.retries import DEFAULT_RETRY, INTERACTIVE_MAX_WAIT_SECONDS, fail_on_permanent
 from optima_pipelines.partitions import BACKFILL_TAG, CABINET_DAY
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
@@ -98,27 +90,35 @@ wb_sales = _feed_asset(
 
 # -- Change-feed jobs: the increment, the nightly backfill, user imports ------------------------
 
-#: The feeds load their own figures, failures included (sync/digitization.py): the jobs name none.
-digitization_increment_job, digitization_backfill_job, digitization_import_job = (
-    cabinet_sync_job(SyncJobSpec(name, QUEUE, (), body, description, user_trigger=user_trigger))
-    for name, body, description, user_trigger in (
-        (
-            "digitization_increment",
-            dg.sync_increment,
-            "Orders and sales changed since the stored cursor (flag=0).",
-            None,
-        ),
-        (
-            "digitization_backfill",
-            dg.sync_window,
-            "WB's change feed over the last window_days (default 90) days.",
-            None,
-        ),
-        (
-            "digitization_import",
-            dg.sync_window,
-            "A user's feed import: everything from date_from to today.",
-            "user_import",
-        ),
-    )
+#: The feeds load their own figures, failures included (sync/digitization.py): the specs name none.
+#: A sweep's cabinet that failed transiently is retried through the orders feed's resume time (the
+#: resume sensor runs the increment, which catches both feeds up).
+INCREMENT_SPEC = SyncJobSpec(
+    "digitization_increment",
+    QUEUE,
+    (),
+    dg.sync_increment,
+    "Orders and sales changed since the stored cursor (flag=0).",
+    resume_feed=dg.ORDERS.name,
 )
+BACKFILL_SPEC = SyncJobSpec(
+    "digitization_backfill",
+    QUEUE,
+    (),
+    dg.sync_window,
+    "WB's change feed over the last window_days (default 90) days.",
+    resume_feed=dg.ORDERS.name,
+)
+IMPORT_SPEC = SyncJobSpec(
+    "digitization_import",
+    QUEUE,
+    (),
+    dg.sync_window,
+    "A user's feed import: everything from date_from to today.",
+    user_trigger="user_import",
+)
+digitization_increment_job = cabinet_sync_job(INCREMENT_SPEC)
+digitization_backfill_job = cabinet_sync_job(BACKFILL_SPEC)
+digitization_import_job = cabinet_sync_job(IMPORT_SPEC)
+digitization_increment_sweep = sweep_job(INCREMENT_SPEC)
+digitization_backfill_sweep = sweep_job(BACKFILL_SPEC)

@@ -10,14 +10,9 @@ carries ``affected_days``: the Moscow days of the changed lines' source orders (
 
 from dagster import OpExecutionContext, job, op
 
-from optima_pipelines.assets.wb_sync import (
-    CabinetSyncConfig,
-    SyncJobSpec,
-    cabinet_sync_job,
-    op_name,
-    run_cabinet_sync,
-    sync_partition_asset,
-)
+from optima_pipelines.assets.wb_sync import sync_partition_asset
+from optima_pipelines.jobs.wb_sync import CabinetSyncConfig, SyncJobSpec, cabinet_sync_job, run_cabinet_sync, sweep_job
+from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import finance as fin
@@ -37,17 +32,17 @@ wb_report_lines = sync_partition_asset(
 )
 
 
-finance_sync_job = cabinet_sync_job(
-    SyncJobSpec(
-        name="finance_sync",
-        queue=fin.QUEUE,
-        feeds=(fin.FEED,),
-        body=fin.sync_nightly,
-        description="The realization report of the last 14 days for one cabinet, page by page along WB's "
-        "rrdId (a deferred load resumes after its last stored page).",
-        state_feed=fin.STATE_FEED,
-    )
+FINANCE_SYNC_SPEC = SyncJobSpec(
+    name="finance_sync",
+    queue=fin.QUEUE,
+    feeds=(fin.FEED,),
+    body=fin.sync_nightly,
+    description="The realization report of the last 14 days for one cabinet, page by page along WB's "
+    "rrdId (a deferred load resumes after its last stored page).",
+    state_feed=fin.STATE_FEED,
 )
+finance_sync_job = cabinet_sync_job(FINANCE_SYNC_SPEC)
+finance_sync_sweep = sweep_job(FINANCE_SYNC_SPEC)
 
 
 # -- import-user-report -------------------------------------------------------------------------

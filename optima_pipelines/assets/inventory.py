@@ -5,7 +5,8 @@ from datetime import date
 
 from dagster import Failure
 
-from optima_pipelines.assets.wb_sync import SyncJobSpec, cabinet_sync_job, sync_partition_asset
+from optima_pipelines.assets.wb_sync import sync_partition_asset
+from optima_pipelines.jobs.wb_sync import SyncJobSpec, cabinet_sync_job, sweep_job
 from optima_pipelines.sync import inventory
 from optima_pipelines.timeutil import today_moscow
 
@@ -33,13 +34,13 @@ stocks = sync_partition_asset(
 )
 
 
-inventory_sync_job = cabinet_sync_job(
-    SyncJobSpec(
-        name="inventory_sync",
-        queue=inventory.QUEUE,
-        feeds=(inventory.FEED,),
-        body=inventory.sync,
-        description="A snapshot of one cabinet's stocks on WB's warehouses, made today's.",
-        state_feed=inventory.STATE_FEED,
-    )
+INVENTORY_SYNC_SPEC = SyncJobSpec(
+    name="inventory_sync",
+    queue=inventory.QUEUE,
+    feeds=(inventory.FEED,),
+    body=inventory.sync,
+    description="A snapshot of one cabinet's stocks on WB's warehouses, made today's.",
+    state_feed=inventory.STATE_FEED,
 )
+inventory_sync_job = cabinet_sync_job(INVENTORY_SYNC_SPEC)
+inventory_sync_sweep = sweep_job(INVENTORY_SYNC_SPEC)

@@ -5,8 +5,8 @@ from collections.abc import Callable
 
 from dagster import AssetExecutionContext, Failure, MaterializeResult, asset, define_asset_job
 
-from optima_pipelines.assets.wb_sync import DEFAULT_RETRY, fail_on_permanent
 from optima_pipelines.orchestration.queues import TAG_TRIGGER, queue_tags
+from optima_pipelines.orchestration.retries import DEFAULT_RETRY, fail_on_permanent
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import news

@@ -18,8 +18,8 @@ wait ends the run without a change: the next tick decides again.
 # No "from __future__ import annotations": Dagster reads op config and resource types from live annotations.
 from dagster import Config, OpExecutionContext, job, op
 
-from optima_pipelines.assets.wb_sync import SyncJobSpec, cabinet_sync_job
 from optima_pipelines.engines import autobidder
+from optima_pipelines.jobs.wb_sync import SyncJobSpec, cabinet_sync_job
 from optima_pipelines.orchestration.queues import AUTOBIDDER_BID_ENGINE, AUTOBIDDER_SYNC, queue_tags
 from optima_pipelines.orchestration.retries import SCHEDULED_RETRY, fail_on_permanent
 from optima_pipelines.orchestration.runconfig import op_name

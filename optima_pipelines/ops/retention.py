@@ -12,7 +12,7 @@ shows it). So a run is deleted only when every materialization it produced has b
 a later materialization of the same asset partition. The latest materialization of every
 partition, with its metadata and its run, always survives; the history before it is pruned.
 
-The same job also prunes our own history tables (``ops_feed_syncs``, ``ops_reaggregations``) by
+The same job also prunes our own history tables (``ops_feed_syncs``, ``ops_reaggregations``, ``sweep_outcomes``) by
 the same age; the totals that /metrics reads are kept.
 """
 
@@ -100,7 +100,8 @@ def prune_ops_history(warehouse: Warehouse, finished_before: datetime) -> int:
     with warehouse.transaction() as conn:
         feeds = conn.execute("DELETE FROM ops_feed_syncs WHERE finished_at < %s", (finished_before,)).rowcount
         reaggs = conn.execute("DELETE FROM ops_reaggregations WHERE finished_at < %s", (finished_before,)).rowcount
-    return feeds + reaggs
+        sweeps = conn.execute("DELETE FROM sweep_outcomes WHERE finished_at < %s", (finished_before,)).rowcount
+    return feeds + reaggs + sweeps
 
 
 class PruneRunsConfig(Config):

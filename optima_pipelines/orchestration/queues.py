@@ -19,6 +19,14 @@ TAG_PRIORITY = "dagster/priority"
 #: Set on a run that ended without doing its work, with the reason (counted by /metrics).
 TAG_SKIPPED = "optima/skipped"
 SKIPPED_ACCOUNT_BUSY = "account-busy"
+#: A sweep (one run over many cabinets, jobs/wb_sync.py): the cadence that launched it. Such a run
+#: carries no cabinet tag (each cabinet's work takes the cabinet lock: warehouse/cabinet_lock.py).
+TAG_SWEEP = "optima/sweep"
+TAG_WINDOW = "optima/window"  # the cadence window a scheduled run belongs to
+TAG_SHARD = "optima/shard"  # which of the window's sweep runs: "2/4"
+TAG_SWEEP_CABINETS = "optima/sweep-cabinets"  # how many cabinets the run was given
+#: What the sweep's cabinets came to, set when it ends: "succeeded=9 skipped=1 deferred=0 retrying=0 failed=0".
+TAG_SWEEP_OUTCOME = "optima/sweep-outcome"
 
 PRIORITY_USER = 100  # user imports and on-demand syncs overtake scheduled work
 PRIORITY_SCHEDULED = 0

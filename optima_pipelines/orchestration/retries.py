@@ -6,6 +6,7 @@ import psycopg
 from dagster import Backoff, Failure, Jitter, RetryPolicy
 
 from optima_pipelines.errors import DatabaseUnavailable, OptimaError
+from optima_pipelines.warehouse.cabinet_lock import CabinetBusy
 from optima_pipelines.wb import WbError
 
 #: ADR-0007 defaults: 5 attempts with exponential backoff from 1 s; scheduled syncs 3 attempts.
@@ -25,11 +26,12 @@ TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "57"})
 
 def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` may succeed when tried again: WB's 429/5xx/network trouble, a database that
-    cannot be reached, and PostgreSQL errors of a transient SQLSTATE class (a connection lost with
-    no SQLSTATE counts as one). Everything else, including bugs, is permanent."""
+    cannot be reached, a cabinet another run held too long (CabinetBusy), and PostgreSQL errors of
+    a transient SQLSTATE class (a connection lost with no SQLSTATE counts as one). Everything else,
+    including bugs, is permanent."""
     if isinstance(exc, WbError):
         return bool(exc.is_transient)
-    if isinstance(exc, DatabaseUnavailable):
+    if isinstance(exc, DatabaseUnavailable | CabinetBusy):
         return True
     if isinstance(exc, psycopg.Error):
         if exc.sqlstate is None:

@@ -20,6 +20,7 @@ from optima_pipelines.orchestration.queues import (
     TAG_CABINET,
     TAG_QUEUE,
     TAG_QUEUE_CLASS,
+    TAG_SWEEP,
     queue_for_assets,
     queue_tags,
 )
@@ -28,7 +29,7 @@ from optima_pipelines.settings import load_settings
 
 PARTITION_CABINET_TAG = "dagster/partition/cabinet"
 #: A WB-talking run whose cabinet cannot be derived (several cabinets in one run, or none given)
-#: is gated under this one value, so such runs at least serialise among themselves. None of our
+#: and that is not a sweep (whose cabinets take their own locks) is gated under this one value, so such runs at least serialise among themselves. None of our
 #: definitions produce one (WB assets have no multi-partition backfill policy, WB jobs require a
 #: cabinet_id): this is the fail-safe for hand-made runs.
 MULTI_CABINET = "__multi__"
@@ -60,7 +61,7 @@ def derive_gate_tags(
     if cabinet is None and RANGE_START_TAG in tags:
         start, end = _cabinet_of_key(tags[RANGE_START_TAG]), _cabinet_of_key(tags.get(RANGE_END_TAG, ""))
         cabinet = start if start is not None and start == end else MULTI_CABINET
-    if cabinet is None and queue.talks_to_wb:
+    if cabinet is None and queue.talks_to_wb and TAG_SWEEP not in tags:
         cabinet = MULTI_CABINET
     wanted = queue_tags(queue.name, cabinet_id=cabinet)
     return {k: v for k, v in wanted.items() if tags.get(k) != v}

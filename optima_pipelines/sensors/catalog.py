@@ -7,22 +7,30 @@ from typing import Any
 
 import psycopg
 
-from optima_pipelines.assets.catalog import catalog_cards_job, catalog_full_job, catalog_prices_job
+from optima_pipelines.assets.catalog import (
+    catalog_cards_job,
+    catalog_cards_sweep,
+    catalog_full_job,
+    catalog_prices_job,
+    catalog_prices_sweep,
+)
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.sensors.handlers import RequestHandler
-from optima_pipelines.sensors.wb_sync import cron_fanout_schedule, interval_fanout_sensor
+from optima_pipelines.sensors.wb_sync import Sweep, cron_fanout_schedule, interval_fanout_sensor
 from optima_pipelines.sync import catalog
 from optima_pipelines.warehouse.cabinets import get_cabinet
 from optima_pipelines.warehouse.requests import Request
 
 catalog_cards_schedule = cron_fanout_schedule(
-    "catalog_cards_schedule", catalog_cards_job, catalog.QUEUE, catalog.CARDS_STATE_FEED, "Product cards"
+    "catalog_cards_schedule",
+    Sweep(catalog_cards_sweep, catalog_cards_job, catalog.QUEUE),
+    catalog.CARDS_STATE_FEED,
+    "Product cards",
 )
 catalog_prices_sensor = interval_fanout_sensor(
     "catalog_prices_sensor",
-    catalog_prices_job,
-    catalog.QUEUE,
+    Sweep(catalog_prices_sweep, catalog_prices_job, catalog.QUEUE),
     catalog.PRICES_STATE_FEED,
     "Current prices and the price history they add",
 )

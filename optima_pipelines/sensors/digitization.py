@@ -14,13 +14,15 @@ import psycopg
 from optima_pipelines.assets.digitization import (
     QUEUE,
     digitization_backfill_job,
+    digitization_backfill_sweep,
     digitization_import_job,
     digitization_increment_job,
+    digitization_increment_sweep,
 )
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.sensors.handlers import RequestHandler
-from optima_pipelines.sensors.wb_sync import cron_fanout_schedule, interval_fanout_sensor
+from optima_pipelines.sensors.wb_sync import Sweep, cron_fanout_schedule, interval_fanout_sensor
 from optima_pipelines.sync.digitization import ORDERS, SALES, check_date_from
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse.cabinets import get_cabinet
@@ -28,16 +30,14 @@ from optima_pipelines.warehouse.requests import IMPORT_FEEDS, Request
 
 digitization_increment_sensor = interval_fanout_sensor(
     "digitization_increment_sensor",
-    digitization_increment_job,
-    QUEUE,
+    Sweep(digitization_increment_sweep, digitization_increment_job, QUEUE),
     (ORDERS.name, SALES.name),
     "The orders/sales increment: WB's change feed from the stored cursor",
 )
 # A cabinet whose increment WB paused still gets its nightly backfill: no state feed holds it back.
 digitization_backfill_schedule = cron_fanout_schedule(
     "digitization_backfill_schedule",
-    digitization_backfill_job,
-    QUEUE,
+    Sweep(digitization_backfill_sweep, digitization_backfill_job, QUEUE),
     (),
     "Nightly: WB's change feed over the last 90 days, one request per WB page",
 )

@@ -6,11 +6,11 @@ from typing import Any
 
 import psycopg
 
-from optima_pipelines.assets.finance import IMPORT_SPEC, finance_report_import_job, finance_sync_job
+from optima_pipelines.assets.finance import IMPORT_SPEC, finance_report_import_job, finance_sync_job, finance_sync_sweep
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.sensors.handlers import RequestHandler
-from optima_pipelines.sensors.wb_sync import cron_fanout_schedule
+from optima_pipelines.sensors.wb_sync import Sweep, cron_fanout_schedule
 from optima_pipelines.sync import finance
 from optima_pipelines.sync.report_file import report_format
 from optima_pipelines.warehouse.cabinets import get_cabinet
@@ -18,8 +18,7 @@ from optima_pipelines.warehouse.requests import IMPORT_REPORT, Request
 
 finance_sync_schedule = cron_fanout_schedule(
     "finance_sync_schedule",
-    finance_sync_job,
-    finance.QUEUE,
+    Sweep(finance_sync_sweep, finance_sync_job, finance.QUEUE),
     finance.STATE_FEED,
     "The realization report of the last 14 days",
 )

@@ -1,10 +1,13 @@
 """Cadences of the WB syncs (digitization, finance, ads, funnel, catalog, inventory): the fan-out every
 schedule and interval sensor of theirs shares, and the sensor that resumes a sync WB paused.
 
-- **Fan-out** (``orchestration/fanout.py``'s rules): every active cabinet without a live user import, without a
-  run of the same job queued or running, and not held in a WB pause, gets one run per cadence
-  window. The run key is the job, the cabinet and the window (an interval sensor's window number,
-  a schedule's intended tick time), so a tick evaluated twice launches nothing twice.
+- **Sweeps** (``orchestration/fanout.py``'s rules): every active cabinet without a live user import,
+  without a run of the same sync queued or running (single-cabinet or sweep), and not held in a WB
+  pause, is swept once per cadence window: one run (jobs/wb_sync.py's ``sweep_job``) per shard of
+  OPTIMA_SWEEP_SHARD_SIZE cabinets. The run key is the job, the window (an interval sensor's window
+  number, a schedule's intended tick time) and the shard, so a tick evaluated twice launches
+  nothing twice; an interval sensor's cursor keeps the window's swept cabinets, so a cabinet that
+  becomes due later in the window (no longer busy, new) is swept by a second run, once.
 - **Resume**: a sync that WB's rate limit would have made wait (ADR-0051) stored what it had and
   its ``resume_at`` in sync_state; ``wb_sync_resume_sensor`` launches that sync's job again once the
   time has come, one run per pause (the run key holds its resume time).
@@ -12,15 +15,19 @@ schedule and interval sensor of theirs shares, and the sensor that resumes a syn
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import psycopg
 from dagster import (
+    DagsterInstance,
     JobDefinition,
     RunRequest,
+    RunsFilter,
     ScheduleDefinition,
     ScheduleEvaluationContext,
     SensorDefinition,
@@ -39,10 +46,19 @@ from optima_pipelines.assets.funnel import funnel_sync_job
 from optima_pipelines.assets.inventory import inventory_sync_job
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.orchestration.cadences import cadence, schedule_status, sensor_status, tick_seconds
-from optima_pipelines.orchestration.fanout import FanoutPlan, active_cabinets, busy_cabinets, plan_fanout
-from optima_pipelines.orchestration.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
-from optima_pipelines.orchestration.runconfig import cabinet_run_config
+from optima_pipelines.orchestration.fanout import IN_FLIGHT, FanoutPlan, active_cabinets, busy_cabinets, plan_fanout
+from optima_pipelines.orchestration.queues import (
+    PRIORITY_SCHEDULED,
+    TAG_SHARD,
+    TAG_SWEEP,
+    TAG_SWEEP_CABINETS,
+    TAG_TRIGGER,
+    TAG_WINDOW,
+    queue_tags,
+)
+from optima_pipelines.orchestration.runconfig import cabinet_run_config, op_name
 from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.settings import load_settings
 from optima_pipelines.sync import ads, catalog, digitization, finance, funnel, inventory
 from optima_pipelines.sync.runs import due_resumes_by_feed, paused_cabinets
 from optima_pipelines.timeutil import MOSCOW
@@ -51,6 +67,7 @@ AnyJob = JobDefinition
 
 
 def cabinet_request(job: AnyJob, queue: str, cabinet_id: str, run_key: str, window: str) -> RunRequest:
+    """A scheduled single-cabinet run (a resume): the cabinet gate's tag, the scheduled priority."""
     return RunRequest(
         run_key=run_key,
         job_name=job.name,
@@ -58,9 +75,54 @@ def cabinet_request(job: AnyJob, queue: str, cabinet_id: str, run_key: str, wind
         tags={
             **queue_tags(queue, cabinet_id=cabinet_id, priority=PRIORITY_SCHEDULED),
             TAG_TRIGGER: "schedule",
-            "optima/window": window,
+            TAG_WINDOW: window,
         },
     )
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A scheduled cadence's jobs: the sweep it launches, and the single-cabinet job of the same sync
+    (whose runs in flight hold their cabinet out of the sweep)."""
+
+    job: JobDefinition
+    cabinet_job: JobDefinition
+    queue: str
+
+
+def sweep_requests(
+    sweep: Sweep, cadence_name: str, cabinets: Sequence[str], window: str, first: int = 0
+) -> list[RunRequest]:
+    """The window's sweep runs over ``cabinets``: shards of at most OPTIMA_SWEEP_SHARD_SIZE, run keys
+    ``<job>:<window>:<shard>`` numbered from ``first`` (a second batch in the same window goes on)."""
+    size = load_settings().sweep_shard_size
+    shards = [list(cabinets[i : i + size]) for i in range(0, len(cabinets), size)]
+    return [
+        RunRequest(
+            run_key=f"{sweep.job.name}:{window}:{first + k}",
+            job_name=sweep.job.name,
+            run_config={"ops": {op_name(sweep.job.name): {"config": {"cabinet_ids": shard, "window": window}}}},
+            tags={
+                **queue_tags(sweep.queue, priority=PRIORITY_SCHEDULED),
+                TAG_TRIGGER: "schedule",
+                TAG_WINDOW: window,
+                TAG_SWEEP: cadence_name,
+                TAG_SHARD: f"{first + k + 1}" if first else f"{k + 1}/{len(shards)}",
+                TAG_SWEEP_CABINETS: str(len(shard)),
+            },
+        )
+        for k, shard in enumerate(shards)
+    ]
+
+
+def swept_cabinets(instance: DagsterInstance, job_name: str) -> set[str]:
+    """Cabinets of this sweep job's runs queued or running (their run config names them)."""
+    cabinets: set[str] = set()
+    for run in instance.get_runs(RunsFilter(job_name=job_name, statuses=IN_FLIGHT)):
+        run_config: dict[str, Any] = dict(run.run_config or {})
+        config = run_config.get("ops", {}).get(op_name(job_name), {}).get("config", {})
+        cabinets.update(config.get("cabinet_ids") or [])
+    return cabinets
 
 
 #: The sync_state feed(s) whose WB pause holds a cabinet's runs of a cadence back (none: never held).
@@ -70,75 +132,88 @@ StateFeeds = str | Sequence[str]
 def plan(
     warehouse: Warehouse,
     context: SensorEvaluationContext | ScheduleEvaluationContext,
-    job: AnyJob,
+    sweep: Sweep,
     state_feed: StateFeeds,
 ) -> FanoutPlan:
-    """Which cabinets get a run of ``job`` now (raises psycopg.Error / OptimaError on a failed read)."""
+    """Which cabinets the window's sweep covers now (raises psycopg.Error / OptimaError on a failed read)."""
     active, live = active_cabinets(warehouse)
     feeds = [state_feed] if isinstance(state_feed, str) else list(state_feed)
     paused: set[str] = set()
     if feeds:
         with warehouse.connect() as conn:
             paused = paused_cabinets(conn, feeds, datetime.now(tz=MOSCOW))
-    return plan_fanout(active, live, busy_cabinets(context.instance, job.name), paused)
+    busy = busy_cabinets(context.instance, sweep.cabinet_job.name) | swept_cabinets(context.instance, sweep.job.name)
+    return plan_fanout(active, live, busy, paused)
 
 
-def interval_fanout_sensor(
-    name: str, job: AnyJob, queue: str, state_feed: StateFeeds, description: str
-) -> SensorDefinition:
-    """An interval cadence from the registry: a run per cabinet per window of ``interval_seconds``."""
+def window_cursor(raw: str | None, window: int) -> tuple[set[str], int]:
+    """(cabinets already launched in ``window``, sweep runs requested in it) from the sensor's cursor;
+    a cursor of another window (or none, or unreadable) starts the window afresh."""
+    try:
+        data = json.loads(raw) if raw else {}
+    except ValueError:
+        data = {}
+    if not isinstance(data, dict) or data.get("window") != window:
+        return set(), 0
+    return set(data.get("launched") or []), int(data.get("runs") or 0)
+
+
+def interval_fanout_sensor(name: str, sweep: Sweep, state_feed: StateFeeds, description: str) -> SensorDefinition:
+    """An interval cadence from the registry: one sweep per window of ``interval_seconds`` over every
+    due cabinet (sharded). A later tick of the same window sweeps only the cabinets that became due
+    since (were busy, paused or new); the cursor keeps the window's launched cabinets."""
     entry = cadence(name)
     interval = entry.interval_seconds or 300
 
     @sensor(
         name=entry.name,
-        job=job,
+        job=sweep.job,
         minimum_interval_seconds=tick_seconds(interval),
         default_status=sensor_status(entry.name),
-        description=f"{description} ({entry.cadence}, per active cabinet).",
+        description=f"{description} ({entry.cadence}: a sweep over the active cabinets).",
     )
     def _sensor(context: SensorEvaluationContext, warehouse: Warehouse):
         window = int(time.time() // interval)
+        launched, runs = window_cursor(context.cursor, window)
         try:
-            fanout = plan(warehouse, context, job, state_feed)
+            fanout = plan(warehouse, context, sweep, state_feed)
         except (psycopg.Error, OptimaError) as exc:
             return SkipReason(f"could not read cabinets: {exc.__class__.__name__}: {exc}")
+        due = [c for c in fanout.launch if c not in launched]
         if fanout.skipped:
             context.log.info(f"window {window} skipped: {fanout.skipped}")
-        if not fanout.launch:
-            return SkipReason(f"window {window}: nothing to launch ({len(fanout.skipped)} skipped)")
-        return SensorResult(
-            run_requests=[
-                cabinet_request(job, queue, c, f"{job.name}:{c}:{window}", str(window)) for c in fanout.launch
-            ]
-        )
+        if not due:
+            return SkipReason(
+                f"window {window}: nothing to launch ({len(launched)} swept, {len(fanout.skipped)} skipped)"
+            )
+        requests = sweep_requests(sweep, entry.name, due, str(window), first=runs)
+        cursor = json.dumps({"window": window, "launched": sorted(launched | set(due)), "runs": runs + len(requests)})
+        return SensorResult(run_requests=requests, cursor=cursor)
 
     return _sensor
 
 
-def cron_fanout_schedule(
-    name: str, job: AnyJob, queue: str, state_feed: StateFeeds, description: str
-) -> ScheduleDefinition:
-    """A cron cadence from the registry: a run per cabinet per tick."""
+def cron_fanout_schedule(name: str, sweep: Sweep, state_feed: StateFeeds, description: str) -> ScheduleDefinition:
+    """A cron cadence from the registry: one sweep per tick over every due cabinet (sharded)."""
     entry = cadence(name)
 
     @schedule(
         name=entry.name,
-        job=job,
+        job=sweep.job,
         cron_schedule=entry.cadence,
         execution_timezone=entry.timezone,
         default_status=schedule_status(entry.name),
-        description=f"{description} (cron {entry.cadence}, {entry.timezone}, per active cabinet).",
+        description=f"{description} (cron {entry.cadence}, {entry.timezone}: a sweep over the active cabinets).",
     )
     def _schedule(context: ScheduleEvaluationContext, warehouse: Warehouse):
         tick = context.scheduled_execution_time.astimezone(MOSCOW).strftime("%Y-%m-%dT%H:%M")
         try:
-            fanout = plan(warehouse, context, job, state_feed)
+            fanout = plan(warehouse, context, sweep, state_feed)
         except (psycopg.Error, OptimaError) as exc:
             return SkipReason(f"could not read cabinets: {exc.__class__.__name__}: {exc}")
         if not fanout.launch:
             return SkipReason(f"{tick}: nothing to launch; skipped {fanout.skipped}")
-        return [cabinet_request(job, queue, c, f"{job.name}:{c}:{tick}", tick) for c in fanout.launch]
+        return sweep_requests(sweep, entry.name, fanout.launch, tick)
 
     return _schedule
 

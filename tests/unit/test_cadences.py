@@ -9,16 +9,17 @@ from dagster import ScheduleDefinition, SensorDefinition
 
 from optima_pipelines.orchestration.cadences import cadences
 
-#: DESIGN.md §2 / issue 5, the cadence of each sync queue: (queue, job) → (kind, cadence, timezone).
+#: DESIGN.md §2 / issue 5, the cadence of each sync queue: (queue, job) → (kind, cadence, timezone). The
+#: per-cabinet cadences launch sweeps (one run per window over many cabinets, jobs/wb_sync.py).
 SYNC_TABLE = {
-    ("digitization-sync", "digitization_increment"): ("interval", "every 30 min", "Europe/Moscow"),
-    ("digitization-sync", "digitization_backfill"): ("cron", "0 3 * * *", "Europe/Moscow"),
-    ("rnp-finance-sync", "finance_sync"): ("cron", "0 5 * * *", "Europe/Moscow"),
-    ("rnp-ads-sync", "ads_sync"): ("interval", "every 5 min", "Europe/Moscow"),
-    ("rnp-sections-sync", "funnel_sync"): ("interval", "every 1 h", "Europe/Moscow"),
-    ("catalog-sync", "catalog_cards_sync"): ("cron", "0 4 * * *", "Europe/Moscow"),
-    ("catalog-sync", "catalog_prices_sync"): ("interval", "every 30 min", "Europe/Moscow"),
-    ("inventory-sync", "inventory_sync"): ("cron", "0 * * * *", "Europe/Moscow"),
+    ("digitization-sync", "digitization_increment_sweep"): ("interval", "every 30 min", "Europe/Moscow"),
+    ("digitization-sync", "digitization_backfill_sweep"): ("cron", "0 3 * * *", "Europe/Moscow"),
+    ("rnp-finance-sync", "finance_sync_sweep"): ("cron", "0 5 * * *", "Europe/Moscow"),
+    ("rnp-ads-sync", "ads_sync_sweep"): ("interval", "every 5 min", "Europe/Moscow"),
+    ("rnp-sections-sync", "funnel_sync_sweep"): ("interval", "every 1 h", "Europe/Moscow"),
+    ("catalog-sync", "catalog_cards_sync_sweep"): ("cron", "0 4 * * *", "Europe/Moscow"),
+    ("catalog-sync", "catalog_prices_sync_sweep"): ("interval", "every 30 min", "Europe/Moscow"),
+    ("inventory-sync", "inventory_sync_sweep"): ("cron", "0 * * * *", "Europe/Moscow"),
     ("kb-wb-news-sync", "news_sync"): ("cron", "15 */3 * * *", "Europe/Moscow"),
 }
 #: On demand, through request kinds: kind → (job, queue).
@@ -29,7 +30,7 @@ ON_DEMAND = {
     "catalog-sync": ("catalog_full_sync", "catalog-sync"),
 }
 #: Cadence windows (how long a scheduled run may wait behind a busy cabinet before it is skipped).
-WINDOWS = {"ads_sync": 300, "finance_sync": 6 * 3600, "digitization_backfill": 3 * 3600}
+WINDOWS = {"ads_sync_sweep": 300, "finance_sync_sweep": 6 * 3600, "digitization_backfill_sweep": 3 * 3600}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,472 @@
+"""The WB sync jobs: one cabinet per run (``cabinet_sync_job``) or many (``sweep_job``).
+
+- ``cabinet_sync_job``: a one-op job that syncs one cabinet (``CabinetSyncConfig``), for the runs a
+  person or a request asks for, a resume after a WB pause and a retry: checks the cabinet, marks
+  its request running, takes the cabinet lock (waiting for another run's work on the cabinet, at
+  most OPTIMA_CABINET_LOCK_WAIT_SECONDS), calls the sync's Dagster-free entry point (``spec.body``,
+  a ``sync.runs.Sync``) with a ``SyncInput``, records one materialization per changed `cabinet|day`
+  (or cabinet) partition, and ends the request. A WB pause beyond the client's wait ends a
+  scheduled run successfully (the pause is in sync_state and the resume sensor runs it again); a
+  request (a person waiting) fails with the reason instead.
+- ``sweep_job``: the scheduled cadences' run: one run per cadence window over every due cabinet (a
+  shard of at most OPTIMA_SWEEP_SHARD_SIZE), OPTIMA_SWEEP_THREADS cabinets at once. Each cabinet's
+  work is the same entry point under the cabinet lock, *tried*, not waited for: a cabinet whose
+  lock another run holds is tried again later in the sweep and, still held after
+  OPTIMA_SWEEP_BUSY_WAIT_SECONDS, skipped as account-busy. Every cabinet's outcome is a row of
+  ``sweep_outcomes`` (/metrics) and a line of the run's log naming the cabinet; the run's
+  ``optima/sweep-outcome`` tag counts them. Each changed partition is materialized with the same
+  metadata as a single-cabinet run's.
+
+One cabinet's trouble stays its own. What WB did to one cabinet (a revoked token, a 5xx after the
+client's retries, a malformed answer, a pause) is recorded on that cabinet and the others go on:
+a pause is ``deferred`` (the resume sensor runs the cabinet again when WB allows), transient
+trouble is ``retrying`` (its sync_state gets a resume time ``RETRY_AFTER`` ahead, so the resume
+sensor retries it as a single-cabinet run with the scheduled retry policy, well before the next
+window of a nightly cadence), permanent trouble is ``failed`` and marks the cabinet as a single run
+would (a rejected token: token_invalid). A sweep fails (red in the UI) only when a cabinet failed
+for a reason that is not the cabinet's own (a bug, the warehouse), after every cabinet was tried.
+"""
+
+# No "from __future__ import annotations": Dagster reads op config and resource types from live annotations.
+import heapq
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import psycopg
+from dagster import (
+    Config,
+    DagsterInstance,
+    DagsterRunStatus,
+    Failure,
+    JobDefinition,
+    OpExecutionContext,
+    RetryPolicy,
+    RunsFilter,
+    job,
+    op,
+)
+from pydantic import Field
+
+from optima_pipelines import logs
+from optima_pipelines.assets.wb_sync import emit_cabinet, emit_days, ensure_cabinet_partitions, lazy_client
+from optima_pipelines.errors import InvalidInput, UnknownCabinet
+from optima_pipelines.orchestration.queues import (
+    PRIORITY_SCHEDULED,
+    PRIORITY_USER,
+    TAG_CABINET,
+    TAG_PRIORITY,
+    TAG_SWEEP_OUTCOME,
+    TAG_TRIGGER,
+    queue_tags,
+)
+from optima_pipelines.orchestration.retries import (
+    DEFAULT_RETRY,
+    INTERACTIVE_MAX_WAIT_SECONDS,
+    SCHEDULED_RETRY,
+    describe,
+    fail_on_permanent,
+    is_transient,
+)
+from optima_pipelines.orchestration.runconfig import op_name
+from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.resources.wb import WbApi
+from optima_pipelines.settings import load_settings
+from optima_pipelines.sync.runs import Sync, SyncInput, SyncRun, record_failure, stored_runs
+from optima_pipelines.sync.state import mark_deferred
+from optima_pipelines.warehouse import requests as outbox
+from optima_pipelines.warehouse.cabinet_lock import CabinetLock, held
+from optima_pipelines.warehouse.cabinets import get_cabinet
+from optima_pipelines.wb import WbDeferred, WbError
+
+log = logs.get_logger(__name__)
+
+#: A sweep's cabinet that failed transiently is retried by a single-cabinet run this much later.
+RETRY_AFTER = timedelta(seconds=60)
+
+#: What a sweep's cabinet can come to (sweep_outcomes.outcome; the run's optima/sweep-outcome tag).
+OUTCOMES = ("succeeded", "skipped", "deferred", "retrying", "failed")
+
+
+class CabinetSyncConfig(Config):
+    cabinet_id: str
+    #: The request row a run serves (set by the requests sensor).
+    request_id: int | None = None
+    #: Days back to cover, today included, for the syncs that work on a window of days (ads, the
+    #: funnel, the digitization backfill): None is their cadence's own window; more catches up a
+    #: new cabinet (the demo does). WB keeps statistics 90 days (fullstats: 31 a request).
+    window_days: int | None = Field(default=None, ge=1, le=90)
+    #: First Moscow day to load (a user's feed import), YYYY-MM-DD.
+    date_from: str | None = None
+
+    def first_day(self) -> date | None:
+        if self.date_from is None:
+            return None
+        try:
+            return date.fromisoformat(self.date_from)
+        except ValueError:
+            raise InvalidInput(f"date_from {self.date_from!r} is not a date (YYYY-MM-DD)") from None
+
+
+class SweepConfig(Config):
+    """The cabinets of one sweep run (the sensor's shard of the window's due cabinets)."""
+
+    cabinet_ids: list[str] = Field(min_length=1)
+    #: The cadence window (an interval sensor's window number or a schedule's tick), for the log.
+    window: str = ""
+
+
+def run_trigger(tags: dict[str, str], user_trigger: str) -> str:
+    """The trigger metadata of a job run: scheduled, the request's own, or manual (Launchpad, CLI)."""
+    return {"schedule": "scheduled", "user": user_trigger, "backfill": "backfill"}.get(
+        tags.get(TAG_TRIGGER, ""), "manual"
+    )
+
+
+def user_run_waiting(instance: DagsterInstance, cabinet_id: str) -> Callable[[], bool]:
+    """Whether a user's run (higher priority) waits in the queue for this cabinet: a scheduled
+    load yields the cabinet at its next page boundary (the original's rule)."""
+
+    def waiting() -> bool:
+        runs = instance.get_runs(
+            RunsFilter(statuses=[DagsterRunStatus.QUEUED], tags={TAG_CABINET: cabinet_id}), limit=20
+        )
+        return any(int(r.tags.get(TAG_PRIORITY, "0")) > PRIORITY_SCHEDULED for r in runs)
+
+    return waiting
+
+
+@dataclass(frozen=True)
+class SyncJobSpec:
+    """A sync of one cabinet, run by ``cabinet_sync_job`` and, for the scheduled ones, ``sweep_job``.
+    ``user_trigger`` (``user_import`` or ``manual``) makes it a job people wait on: user priority,
+    the interactive WB wait, default retries, and a WB pause that outlasts the wait fails the run
+    (and its request) instead of deferring. ``feeds`` name the assets it writes (for failure
+    figures); those in ``cabinet_partitioned`` are materialized by cabinet, the others by
+    `cabinet|day`. A load that records its own failure figures (the digitization feeds') names no
+    ``feeds``. ``state_feed`` is the sync_state row a pause is kept in; ``resume_feed`` (default:
+    ``state_feed``) the one whose resume time retries a sweep's cabinet that failed transiently."""
+
+    name: str
+    queue: str
+    feeds: tuple[str, ...]
+    body: Sync
+    description: str
+    state_feed: str | None = None
+    user_trigger: str | None = None
+    cabinet_partitioned: tuple[str, ...] = ()
+    resume_feed: str | None = None
+
+    @property
+    def user(self) -> bool:
+        return self.user_trigger is not None
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return DEFAULT_RETRY if self.user else SCHEDULED_RETRY
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return queue_tags(self.queue, priority=PRIORITY_USER) if self.user else queue_tags(self.queue)
+
+    @property
+    def sweep_name(self) -> str:
+        return f"{self.name}_sweep"
+
+    def emit(self, context: OpExecutionContext, runs: Iterable[SyncRun], trigger: str, request_id: int | None) -> None:
+        """The materializations of what ``runs`` changed: cabinet snapshots by cabinet, feeds by day."""
+        runs = list(runs)
+        for run in runs:
+            if run.feed in self.cabinet_partitioned:
+                emit_cabinet(context, run, trigger=trigger, request_id=request_id)
+        days = [r for r in runs if r.feed not in self.cabinet_partitioned]
+        emit_days(context, days, trigger=trigger, request_id=request_id)
+
+
+def run_cabinet_sync(
+    spec: SyncJobSpec, context: OpExecutionContext, config: CabinetSyncConfig, warehouse: Warehouse, wb: WbApi
+) -> None:
+    """The op of a cabinet sync job (see the module docstring)."""
+    cabinet_id = config.cabinet_id
+    trigger = run_trigger(dict(context.run.tags), spec.user_trigger or "manual")
+    stack = ExitStack()
+    notes: dict[str, Any] = {}
+    try:
+        with warehouse.connect() as conn:
+            get_cabinet(conn, cabinet_id)
+            if config.request_id is not None:
+                outbox.mark_running(conn, config.request_id, context.run_id)
+                conn.commit()
+        ensure_cabinet_partitions(context, [cabinet_id])
+        with stack:
+            lock = stack.enter_context(held(warehouse.connect, cabinet_id, load_settings().cabinet_lock_wait_seconds))
+            inp = SyncInput(
+                connect=warehouse.connect,
+                client=lazy_client(wb, cabinet_id, INTERACTIVE_MAX_WAIT_SECONDS if spec.user else None, stack),
+                cabinet_id=cabinet_id,
+                run_id=context.run_id,
+                trigger=trigger,
+                request_id=config.request_id,
+                window_days=config.window_days,
+                date_from=config.first_day(),
+                options=config.model_dump(exclude={"cabinet_id", "request_id", "window_days", "date_from"}),
+                notes=notes,
+            )
+            if not spec.user:
+                queued = user_run_waiting(context.instance, cabinet_id)
+                inp.should_yield = lambda: lock.waited_for() or queued()
+            runs = spec.body(inp)
+    except WbDeferred as deferred:  # a pause before any feed could store its state
+        if spec.state_feed is not None and not spec.user:
+            with warehouse.connect() as conn, conn.transaction():
+                mark_deferred(conn, cabinet_id, spec.state_feed, deferred.resume_at, str(deferred))
+            context.log.info(f"{spec.name} of {cabinet_id} deferred: {deferred}")
+            return
+        raise Failure(description=f"{spec.name} of cabinet {cabinet_id}: {deferred}", allow_retries=False) from None
+    except Exception as exc:
+        # Pages committed before the failure stay: report the days they changed (the retry, or the
+        # next run, resumes after them).
+        stored = [r for r in stored_runs(exc) if r.feed not in spec.cabinet_partitioned]
+        emit_days(context, stored, trigger=trigger, request_id=config.request_id)
+        will_retry = is_transient(exc) and context.retry_number < (spec.retry.max_retries or 0)
+        if not will_retry:
+            failed = [SyncRun(spec.queue, f, cabinet_id, context.run_id, trigger) for f in spec.feeds]
+            record_failure(warehouse.connect, failed, exc)
+        fail_on_permanent(exc, f"{spec.name} of cabinet {cabinet_id}")
+        raise
+    spec.emit(context, runs, trigger, config.request_id)
+    result: dict[str, Any] = {run.feed: run.summary() for run in runs} | notes
+    context.log.info(f"{spec.name} of {cabinet_id}: {result}")
+    deferred_runs = [r for r in runs if r.deferred_until is not None]
+    if spec.user and deferred_runs:
+        first = deferred_runs[0]
+        raise Failure(
+            description=f"WB paused {spec.name} of cabinet {cabinet_id} until {first.deferred_until}: "
+            f"{first.deferred_reason}; what was loaded before stays",
+            allow_retries=False,
+        )
+    if config.request_id is not None:
+        with warehouse.connect() as conn:
+            outbox.mark_succeeded(conn, config.request_id, context.run_id, result)
+            conn.commit()
+
+
+def cabinet_sync_job(spec: SyncJobSpec) -> JobDefinition:
+    """The one-op job of ``spec``, configured by ``CabinetSyncConfig``."""
+
+    @op(name=op_name(spec.name), retry_policy=spec.retry, description=spec.description)
+    def _op(context: OpExecutionContext, config: CabinetSyncConfig, warehouse: Warehouse, wb: WbApi) -> None:
+        run_cabinet_sync(spec, context, config, warehouse, wb)
+
+    @job(name=spec.name, tags=spec.tags, description=spec.description)
+    def _job() -> None:
+        _op()
+
+    return _job
+
+
+# -- Sweeps --------------------------------------------------------------------------------------
+
+
+@dataclass
+class CabinetOutcome:
+    """What one cabinet of a sweep came to (``OUTCOMES``), with the runs of what it changed."""
+
+    cabinet_id: str
+    outcome: str
+    reason: str | None = None
+    runs: list[SyncRun] = field(default_factory=list)
+    #: A failure that is not the cabinet's own (a bug, the warehouse): the sweep fails at its end.
+    systemic: bool = False
+
+    @property
+    def busy(self) -> bool:
+        return self.outcome == "skipped" and self.reason == BUSY
+
+
+BUSY = "account-busy: another run holds the cabinet"
+
+
+def _cabinet_work(
+    spec: SyncJobSpec, cabinet_id: str, run_id: str, warehouse: Warehouse, wb: WbApi, lock: CabinetLock
+) -> CabinetOutcome:
+    """One cabinet's sync inside a sweep, under its lock (held by the caller)."""
+    try:
+        with warehouse.connect() as conn:
+            cabinet = get_cabinet(conn, cabinet_id)
+        if not cabinet.active:
+            return CabinetOutcome(cabinet_id, "skipped", f"the cabinet is {cabinet.status} now")
+        with ExitStack() as stack:
+            inp = SyncInput(
+                connect=warehouse.connect,
+                client=lazy_client(wb, cabinet_id, None, stack),
+                cabinet_id=cabinet_id,
+                run_id=run_id,
+                trigger="scheduled",
+                should_yield=lock.waited_for,
+            )
+            runs = spec.body(inp)
+    except WbDeferred as deferred:  # paused before any feed could store its state
+        if spec.state_feed is not None:
+            with warehouse.connect() as conn, conn.transaction():
+                mark_deferred(conn, cabinet_id, spec.state_feed, deferred.resume_at, str(deferred))
+        return CabinetOutcome(cabinet_id, "deferred", str(deferred))
+    except Exception as exc:
+        stored = stored_runs(exc)
+        reason = logs.redact(f"{exc.__class__.__name__}: {describe(exc)}")
+        retry_feed = spec.resume_feed or spec.state_feed
+        if is_transient(exc) and retry_feed is not None:
+            try:
+                with warehouse.connect() as conn, conn.transaction():
+                    mark_deferred(conn, cabinet_id, retry_feed, datetime.now(UTC) + RETRY_AFTER, reason)
+                return CabinetOutcome(cabinet_id, "retrying", reason, stored)
+            except (psycopg.Error, InvalidInput):
+                pass  # the warehouse is gone too: a failure, below
+        record_failure(
+            warehouse.connect, [SyncRun(spec.queue, f, cabinet_id, run_id, "scheduled") for f in spec.feeds], exc
+        )
+        own = isinstance(exc, WbError | UnknownCabinet)
+        return CabinetOutcome(cabinet_id, "failed", reason, stored, systemic=not own)
+    paused = [r for r in runs if r.deferred_until is not None]
+    if paused:
+        return CabinetOutcome(
+            cabinet_id, "deferred", f"until {paused[0].deferred_until}: {paused[0].deferred_reason}", runs
+        )
+    return CabinetOutcome(cabinet_id, "succeeded", None, runs)
+
+
+def sweep_cabinet(spec: SyncJobSpec, cabinet_id: str, run_id: str, warehouse: Warehouse, wb: WbApi) -> CabinetOutcome:
+    """One cabinet of a sweep: try its lock (``skipped`` as busy if held), sync it, record its outcome."""
+    with logs.bind(run_id=run_id, cabinet=cabinet_id):
+        lock = CabinetLock(warehouse.connect, cabinet_id)
+        try:
+            if not lock.try_acquire():
+                return CabinetOutcome(cabinet_id, "skipped", BUSY)
+        except psycopg.Error as exc:
+            return CabinetOutcome(
+                cabinet_id, "failed", f"could not take the cabinet lock: {describe(exc)}", systemic=True
+            )
+        with lock:
+            outcome = _cabinet_work(spec, cabinet_id, run_id, warehouse, wb, lock)
+            record_outcome(lock.connection, spec, run_id, outcome)
+        return outcome
+
+
+def record_outcome(conn: psycopg.Connection, spec: SyncJobSpec, run_id: str, outcome: CabinetOutcome) -> None:
+    """The cabinet's row of ``sweep_outcomes`` (never raises over the outcome: it is logged anyway)."""
+    try:
+        conn.execute(
+            "INSERT INTO sweep_outcomes (run_id, job, queue, cabinet_id, outcome, reason) VALUES (%s, %s, %s, %s, %s, %s)",
+            (run_id, spec.sweep_name, spec.queue, outcome.cabinet_id, outcome.outcome, outcome.reason),
+        )
+    except psycopg.Error as exc:
+        log.warning(f"could not record the sweep outcome of {outcome.cabinet_id}: {describe(exc)}")
+
+
+def sweep(
+    cabinets: list[str],
+    work: Callable[[str], CabinetOutcome],
+    *,
+    threads: int,
+    busy_wait: float,
+    retry_every: float = 2.0,
+) -> Iterator[CabinetOutcome]:
+    """Run ``work`` for every cabinet, ``threads`` at once, yielding each final outcome as it comes.
+
+    A cabinet found busy goes back to the end of the line (tried again ``retry_every`` seconds
+    later, other cabinets first) until ``busy_wait`` seconds after it was first found busy; then its
+    busy outcome is final. The caller's thread does everything Dagster (events, logs)."""
+    ready = list(dict.fromkeys(cabinets))
+    ready.reverse()  # popped from the end: the given order
+    later: list[tuple[float, str]] = []  # (not before, cabinet), a heap
+    first_busy: dict[str, float] = {}
+    running: dict[Future[CabinetOutcome], str] = {}
+    with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="sweep") as pool:
+        while ready or later or running:
+            now = time.monotonic()
+            while later and later[0][0] <= now:
+                ready.append(heapq.heappop(later)[1])
+            while ready and len(running) < threads:
+                cabinet = ready.pop()
+                running[pool.submit(work, cabinet)] = cabinet
+            timeout = None if not later else max(0.05, later[0][0] - time.monotonic())
+            if not running:
+                time.sleep(timeout or 0)
+                continue
+            done, _ = wait(running, timeout=timeout, return_when=FIRST_COMPLETED)
+            for future in done:
+                cabinet = running.pop(future)
+                outcome = future.result()
+                if outcome.busy:
+                    now = time.monotonic()
+                    since = first_busy.setdefault(cabinet, now)
+                    if now - since < busy_wait:
+                        heapq.heappush(later, (now + retry_every, cabinet))
+                        continue
+                yield outcome
+
+
+def run_sweep(
+    spec: SyncJobSpec, context: OpExecutionContext, config: SweepConfig, warehouse: Warehouse, wb: WbApi
+) -> None:
+    """The op of a sweep job (see the module docstring)."""
+    settings = load_settings()
+    cabinets = list(dict.fromkeys(config.cabinet_ids))
+    ensure_cabinet_partitions(context, cabinets)
+    counts: Counter[str] = Counter()
+    systemic: list[CabinetOutcome] = []
+    started = time.monotonic()
+
+    def work(cabinet_id: str) -> CabinetOutcome:
+        return sweep_cabinet(spec, cabinet_id, context.run_id, warehouse, wb)
+
+    for outcome in sweep(cabinets, work, threads=settings.sweep_threads, busy_wait=settings.sweep_busy_wait_seconds):
+        counts[outcome.outcome] += 1
+        if outcome.busy:  # final now: the cabinet stayed busy for the whole wait
+            with warehouse.connect() as conn:
+                record_outcome(conn, spec, context.run_id, outcome)
+        spec.emit(context, outcome.runs, "scheduled", None)
+        figures = {run.feed: run.summary() for run in outcome.runs}
+        line = f"{spec.name} of {outcome.cabinet_id}: {outcome.outcome}"
+        if outcome.reason:
+            line += f" ({outcome.reason})"
+        if figures:
+            line += f": {figures}"
+        (context.log.error if outcome.systemic else context.log.info)(line)
+        if outcome.systemic:
+            systemic.append(outcome)
+    summary = " ".join(f"{o}={counts[o]}" for o in OUTCOMES)
+    context.instance.add_run_tags(context.run_id, {TAG_SWEEP_OUTCOME: summary})
+    context.log.info(
+        f"{spec.sweep_name} window {config.window or '-'}: {len(cabinets)} cabinets in "
+        f"{time.monotonic() - started:.1f} s: {summary}"
+    )
+    if systemic:
+        first = systemic[0]
+        raise Failure(
+            description=f"{len(systemic)} of {len(cabinets)} cabinets failed for a reason that is not theirs "
+            f"(the others are done): {first.cabinet_id}: {first.reason}",
+            allow_retries=False,
+        )
+
+
+def sweep_job(spec: SyncJobSpec) -> JobDefinition:
+    """The sweep job of a scheduled ``spec``: one run over many cabinets (``SweepConfig``)."""
+    if spec.user:
+        raise ValueError(f"{spec.name} is a job people wait on: it has no sweep")
+    description = f"{spec.description} Every due cabinet of a cadence window, in one run."
+
+    @op(name=op_name(spec.sweep_name), description=description)
+    def _op(context: OpExecutionContext, config: SweepConfig, warehouse: Warehouse, wb: WbApi) -> None:
+        run_sweep(spec, context, config, warehouse, wb)
+
+    @job(name=spec.sweep_name, tags=queue_tags(spec.queue), description=description)
+    def _job() -> None:
+        _op()
+
+    return _job
