@@ -19,7 +19,7 @@ wait ends the run without a change: the next tick decides again.
 from dagster import Config, OpExecutionContext, job, op
 
 from optima_pipelines.engines import autobidder
-from optima_pipelines.jobs.wb_sync import SyncJobSpec, cabinet_sync_job
+from optima_pipelines.jobs.wb_sync import SyncJobSpec, cabinet_sync_job, locked_client
 from optima_pipelines.orchestration.queues import AUTOBIDDER_BID_ENGINE, AUTOBIDDER_SYNC, queue_tags
 from optima_pipelines.orchestration.retries import SCHEDULED_RETRY, fail_on_permanent
 from optima_pipelines.orchestration.runconfig import op_name
@@ -73,7 +73,7 @@ class BidEngineConfig(Config):
 )
 def autobidder_bid_engine_op(context: OpExecutionContext, config: BidEngineConfig, warehouse: Warehouse, wb: WbApi):
     try:
-        with wb.client(config.cabinet_id) as client:
+        with locked_client(warehouse, wb, config.cabinet_id) as client:
             result = autobidder.apply_bids(warehouse.connect, client, config.cabinet_id, run_id=context.run_id)
     except WbDeferred as deferred:
         context.log.info(f"bid engine of {config.cabinet_id} paused by WB ({deferred}): the next tick decides again")

@@ -13,6 +13,7 @@ from dagster import Config, Failure, OpExecutionContext, job, op
 
 from optima_pipelines.engines import autoreply
 from optima_pipelines.jobs.engine_runs import start_request
+from optima_pipelines.jobs.wb_sync import locked_client
 from optima_pipelines.orchestration.queues import PRIORITY_USER, queue_tags
 from optima_pipelines.orchestration.retries import DEFAULT_RETRY, SCHEDULED_RETRY, fail_on_permanent, is_transient
 from optima_pipelines.orchestration.runconfig import op_name
@@ -43,7 +44,7 @@ def autoreply_sync_op(
     try:
         with warehouse.connect() as conn:
             get_cabinet(conn, cabinet_id)
-            with wb.client(cabinet_id) as client:
+            with locked_client(warehouse, wb, cabinet_id) as client:
                 unanswered = autoreply.fetch_unanswered(client)
                 result = autoreply.sync(conn, cabinet_id, unanswered, context.run_id)
                 sent = autoreply.send_queued(conn, client, cabinet_id, context.run_id)
@@ -80,7 +81,7 @@ def autoreply_answer_send_op(
         try:
             get_cabinet(conn, cabinet_id)
             target = autoreply.check_send_payload(start_request(conn, config.request_id, cabinet_id, context.run_id))
-            with wb.client(cabinet_id) as client:
+            with locked_client(warehouse, wb, cabinet_id) as client:
                 outcome = autoreply.send_answer(conn, client, cabinet_id, target, context.run_id)
         except autoreply.AnswerFailed as failed:
             outbox.mark_failed(conn, config.request_id, failed.reason, context.run_id)

@@ -10,6 +10,7 @@ from dagster import Config, OpExecutionContext, job, op
 
 from optima_pipelines.engines import pricing_bulk
 from optima_pipelines.jobs.engine_runs import start_request
+from optima_pipelines.jobs.wb_sync import locked_client
 from optima_pipelines.orchestration.queues import PRIORITY_USER, queue_tags
 from optima_pipelines.orchestration.retries import DEFAULT_RETRY, INTERACTIVE_MAX_WAIT_SECONDS, fail_on_permanent
 from optima_pipelines.orchestration.runconfig import op_name
@@ -36,7 +37,7 @@ def pricing_bulk_op(context: OpExecutionContext, config: PricingBulkConfig, ware
         with warehouse.connect() as conn:
             get_cabinet(conn, config.cabinet_id)
             payload = start_request(conn, config.request_id, config.cabinet_id, context.run_id)
-            with wb.client(config.cabinet_id, max_wait_seconds=INTERACTIVE_MAX_WAIT_SECONDS) as client:
+            with locked_client(warehouse, wb, config.cabinet_id, INTERACTIVE_MAX_WAIT_SECONDS) as client:
                 result = pricing_bulk.run_bulk(
                     conn, client, config.cabinet_id, config.request_id, payload, context.run_id
                 )

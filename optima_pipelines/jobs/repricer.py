@@ -13,6 +13,7 @@ from dagster import Config, Failure, OpExecutionContext, job, op
 from pydantic import Field
 
 from optima_pipelines.engines import repricer
+from optima_pipelines.jobs.wb_sync import locked_client
 from optima_pipelines.orchestration.queues import queue_tags
 from optima_pipelines.orchestration.retries import SCHEDULED_RETRY, fail_on_permanent
 from optima_pipelines.orchestration.runconfig import op_name
@@ -40,7 +41,7 @@ def run_repricer(context: OpExecutionContext, config: RepricerConfig, warehouse:
         if not rules:
             context.log.info(f"repricer {cabinet_id} {slot}: no enabled rules of this interval any more")
             return {}
-        with wb.client(cabinet_id) as client:
+        with locked_client(warehouse, wb, cabinet_id) as client:
             if not repricer.slot_planned(conn, cabinet_id, slot):
                 prices_run, _ = catalog.sync_prices(
                     warehouse.connect, client, cabinet_id, run_id=context.run_id, trigger="scheduled"

@@ -33,7 +33,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -59,6 +59,7 @@ from optima_pipelines.errors import InvalidInput, UnknownCabinet
 from optima_pipelines.orchestration.queues import (
     PRIORITY_SCHEDULED,
     PRIORITY_USER,
+    SWEEP_OUTCOMES,
     TAG_CABINET,
     TAG_PRIORITY,
     TAG_SWEEP_OUTCOME,
@@ -82,15 +83,12 @@ from optima_pipelines.sync.state import mark_deferred
 from optima_pipelines.warehouse import requests as outbox
 from optima_pipelines.warehouse.cabinet_lock import CabinetLock, held
 from optima_pipelines.warehouse.cabinets import get_cabinet
-from optima_pipelines.wb import WbDeferred, WbError
+from optima_pipelines.wb import WbClient, WbDeferred, WbError
 
 log = logs.get_logger(__name__)
 
 #: A sweep's cabinet that failed transiently is retried by a single-cabinet run this much later.
 RETRY_AFTER = timedelta(seconds=60)
-
-#: What a sweep's cabinet can come to (sweep_outcomes.outcome; the run's optima/sweep-outcome tag).
-OUTCOMES = ("succeeded", "skipped", "deferred", "retrying", "failed")
 
 
 class CabinetSyncConfig(Config):
@@ -254,6 +252,19 @@ def run_cabinet_sync(
         with warehouse.connect() as conn:
             outbox.mark_succeeded(conn, config.request_id, context.run_id, result)
             conn.commit()
+
+
+@contextmanager
+def locked_client(
+    warehouse: Warehouse, wb: WbApi, cabinet_id: str, max_wait_seconds: float | None = None
+) -> Iterator[WbClient]:
+    """The cabinet's WB client under the cabinet lock, for the engines' single-cabinet runs: waits for
+    another run's work on the cabinet as ``cabinet_sync_job`` does (OPTIMA_CABINET_LOCK_WAIT_SECONDS)."""
+    with (
+        held(warehouse.connect, cabinet_id, load_settings().cabinet_lock_wait_seconds),
+        wb.client(cabinet_id, max_wait_seconds) as client,
+    ):
+        yield client
 
 
 def cabinet_sync_job(spec: SyncJobSpec) -> JobDefinition:
@@ -440,7 +451,7 @@ def run_sweep(
         (context.log.error if outcome.systemic else context.log.info)(line)
         if outcome.systemic:
             systemic.append(outcome)
-    summary = " ".join(f"{o}={counts[o]}" for o in OUTCOMES)
+    summary = " ".join(f"{o}={counts[o]}" for o in SWEEP_OUTCOMES)
     context.instance.add_run_tags(context.run_id, {TAG_SWEEP_OUTCOME: summary})
     context.log.info(
         f"{spec.sweep_name} window {config.window or '-'}: {len(cabinets)} cabinets in "

@@ -45,7 +45,14 @@ from psycopg import sql
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.ops.records import METRIC_FAMILIES, metric_family
-from optima_pipelines.orchestration.queues import ASSET_QUEUES, QUEUES, SKIPPED_ACCOUNT_BUSY, TAG_QUEUE, TAG_SKIPPED
+from optima_pipelines.orchestration.queues import (
+    ASSET_QUEUES,
+    QUEUES,
+    SKIPPED_ACCOUNT_BUSY,
+    SWEEP_OUTCOMES,
+    TAG_QUEUE,
+    TAG_SKIPPED,
+)
 from optima_pipelines.warehouse.cabinets import STATUSES as CABINET_STATUSES
 
 load = SqlFiles(__file__)
@@ -133,6 +140,7 @@ class OptimaCollector(Collector):
                 families += self._collect_feeds(conn)
                 families += self._collect_reaggregation(conn)
                 families += self._collect_cabinets(conn)
+                families += self._collect_sweeps(conn)
             except Exception as exc:
                 # Never a half-read scrape that looks like "all zero": report the failure instead.
                 logger.warning("metrics scrape failed: %s: %s", exc.__class__.__name__, exc)
@@ -309,6 +317,20 @@ class OptimaCollector(Collector):
         counts = dict.fromkeys(CABINET_STATUSES, 0) | dict(conn.execute(load("cabinets_by_status")).fetchall())
         for status, n in sorted(counts.items()):
             cabinets.add_metric([status], n)
+        return [cabinets]
+
+    def _collect_sweeps(self, conn: psycopg.Connection) -> list[Metric]:
+        cabinets = GaugeMetricFamily(
+            "optima_sweep_cabinets",
+            "Cabinets of sweeps (one run over many cabinets) in the last 24 h by queue and outcome "
+            "(skipped: account-busy, or no longer active)",
+            labels=["queue", "outcome"],
+        )
+        counts = {(q.name, o): 0 for q in QUEUES.values() if q.talks_to_wb for o in SWEEP_OUTCOMES}
+        for queue, outcome, n in conn.execute(load("sweep_outcomes")).fetchall():
+            counts[(queue, outcome)] = n
+        for (queue, outcome), n in sorted(counts.items()):
+            cabinets.add_metric([queue, outcome], n)
         return [cabinets]
 
 

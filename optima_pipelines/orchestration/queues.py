@@ -27,6 +27,8 @@ TAG_SHARD = "optima/shard"  # which of the window's sweep runs: "2/4"
 TAG_SWEEP_CABINETS = "optima/sweep-cabinets"  # how many cabinets the run was given
 #: What the sweep's cabinets came to, set when it ends: "succeeded=9 skipped=1 deferred=0 retrying=0 failed=0".
 TAG_SWEEP_OUTCOME = "optima/sweep-outcome"
+#: What a sweep's cabinet can come to (sweep_outcomes.outcome, the tag above, /metrics).
+SWEEP_OUTCOMES = ("succeeded", "skipped", "deferred", "retrying", "failed")
 
 PRIORITY_USER = 100  # user imports and on-demand syncs overtake scheduled work
 PRIORITY_SCHEDULED = 0

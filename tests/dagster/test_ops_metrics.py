@@ -176,6 +176,8 @@ def test_after_db_upgrade_a_fresh_deployment_is_scraped_whole_with_every_series_
         assert sample(figures, "optima_queue_job_duration_ms_count", queue=queue) == 0, queue
         assert sample(figures, "optima_queue_jobs_skipped", queue=queue, reason="account-busy") == 0, queue
     assert sample(figures, "optima_queue_oldest_queued_run_age_seconds") == 0
+    for outcome in ("succeeded", "skipped", "deferred", "retrying", "failed"):
+        assert sample(figures, "optima_sweep_cabinets", queue="rnp-ads-sync", outcome=outcome) == 0, outcome
     for status in ("active", "paused", "token_invalid", "archived"):
         assert sample(figures, "optima_cabinets", status=status) == 0, status
     assert sample(figures, "optima_digitization_feed_sync_runs_total", feed="wb_orders", status="failure") == 0

@@ -10,13 +10,14 @@ import threading
 import time
 
 import pytest
-from dagster import AssetKey, build_sensor_context
+from dagster import build_sensor_context
 
 from optima_pipelines.definitions import RESOURCES, defs
 from optima_pipelines.orchestration.queues import TAG_CABINET, TAG_SWEEP, TAG_SWEEP_OUTCOME
 from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.sync import inventory
 from optima_pipelines.sync.state import get_state
+from optima_pipelines.settings import load_settings
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse.cabinet_lock import held
 from optima_pipelines.warehouse.cabinets import get_cabinet, get_token
@@ -110,6 +111,16 @@ def test_a_cabinet_another_run_holds_is_skipped_as_account_busy_and_never_asked(
     assert wb.journal.calls("s1") == [], "the sweep asked WB for a cabinet another run held"
     assert stocks_rows(warehouse_conn, "s1") == 0 and stocks_rows(warehouse_conn, "s2") > 0
     assert dagster_instance.get_run_by_id(result.run_id).tags[TAG_SWEEP_OUTCOME].startswith("succeeded=1 skipped=1")
+    # /metrics counts the skip under the queue, as the original counted account-busy.
+    from optima_pipelines.ops.metrics import build_registry
+    from tests.dagster.test_ops_metrics import sample, scrape
+
+    settings = load_settings()
+    registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
+    figures = scrape(registry)
+    collector.close()
+    assert sample(figures, "optima_sweep_cabinets", queue="inventory-sync", outcome="skipped") == 1
+    assert sample(figures, "optima_sweep_cabinets", queue="inventory-sync", outcome="succeeded") == 1
 
 
 def test_a_single_cabinet_run_waits_for_the_cabinet_then_talks_to_wb(

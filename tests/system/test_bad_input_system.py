@@ -19,15 +19,14 @@ from wb_simulator import CabinetSpec, serve
 
 pytestmark = pytest.mark.system
 
-JOB = "digitization_increment"
+JOB = "digitization_increment_sweep"
 
 
 def runs_of(conn, env: str, cabinet: str) -> list[tuple[str, str, float]]:  # type: ignore[no-untyped-def]
-    """(run id, status, created at as Unix seconds) of the increment runs of a cabinet."""
+    """(run id, outcome, finished at as Unix seconds) of the cabinet in the increment's sweeps."""
     return conn.execute(
-        f"""SELECT r.run_id, r.status, extract(epoch FROM r.create_timestamp AT TIME ZONE 'UTC')::float
-            FROM dagster_{env}.runs r JOIN dagster_{env}.run_tags t ON t.run_id = r.run_id
-            WHERE r.pipeline_name = %s AND t.key = 'optima/cabinet' AND t.value = %s ORDER BY 3""",
+        "SELECT run_id, outcome, extract(epoch FROM finished_at)::float FROM sweep_outcomes "
+        "WHERE job = %s AND cabinet_id = %s ORDER BY 3",
         (JOB, cabinet),
     ).fetchall()
 
@@ -69,18 +68,18 @@ def test_an_unknown_request_kind_fails_and_a_rejected_token_stops_its_cabinet_un
             assert "401" in cabinet.token_rejected_reason and bad_token not in cabinet.token_rejected_reason
             marked = cabinet.token_rejected_at.timestamp()
 
-            # Two more windows: "good" keeps syncing, "revoked" gets no new run (one tick of slack).
+            # Two more windows: "good" keeps syncing, "revoked" is swept no more (one tick of slack).
             wait_for(
                 lambda: (
                     sum(created > marked + 15 for _, status, created in runs_of(warehouse_conn, optima_env, "good"))
                     >= 2
                 ),
-                "two more increment runs of the good cabinet",
+                "two more increment sweeps of the good cabinet",
                 timeout=180,
                 dep=dep,
             )
             revoked_runs = runs_of(warehouse_conn, optima_env, "revoked")
-            assert [status for _, status, _ in revoked_runs] == ["FAILURE"]
+            assert [outcome for _, outcome, _ in revoked_runs] == ["failed"]
             metrics = httpx.get(f"{dep.metrics_url}/metrics", timeout=30).text
             assert 'optima_cabinets{status="token_invalid"} 1.0' in metrics
 
@@ -95,8 +94,8 @@ def test_an_unknown_request_kind_fails_and_a_rejected_token_stops_its_cabinet_un
             assert done.returncode == 0, done.stderr
             assert get_cabinet(warehouse_conn, "revoked").status == "active"
             wait_for(
-                lambda: any(s == "SUCCESS" for _, s, _ in runs_of(warehouse_conn, optima_env, "revoked")),
-                "a successful run of the cabinet with its new token",
+                lambda: any(s == "succeeded" for _, s, _ in runs_of(warehouse_conn, optima_env, "revoked")),
+                "a successful sweep of the cabinet with its new token",
                 timeout=180,
                 dep=dep,
             )

@@ -91,6 +91,23 @@ def launch_run(
     return result["run"]["runId"]
 
 
+def swept(stack, job: str, outcome: str = "succeeded", after: float = 0.0) -> set[str]:  # type: ignore[no-untyped-def]
+    """Cabinets a sweep of ``job`` brought to ``outcome`` (finished after the Unix time ``after``)."""
+    with stack.warehouse() as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT cabinet_id FROM sweep_outcomes WHERE job = %s AND outcome = %s "
+            "AND finished_at > to_timestamp(%s)",
+            (job, outcome, after),
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+def overlapping_calls(sim, cabinet: str) -> list:  # type: ignore[no-untyped-def]
+    """Pairs of the cabinet's WB calls that were in flight at once (the simulator's journal)."""
+    calls = sorted(sim.journal.calls(cabinet), key=lambda c: c.started)
+    return [(a, b) for a, b in itertools.pairwise(calls) if b.started < a.ended - 0.001]
+
+
 def overlaps(intervals: list[tuple[float, float, str]]) -> list[tuple[str, str]]:
     ordered = sorted(intervals)
     return [(a[2], b[2]) for a, b in itertools.pairwise(ordered) if b[0] < a[1]]
@@ -167,15 +184,14 @@ def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore
         capture_output=True, text=True, timeout=120, env={**os.environ, **dev.env},
     )  # fmt: skip
     assert launched.returncode == 0, launched.stderr[-2000:]
-    # 5. the increment sensor runs by itself for every cabinet
+    # 5. the increment sensor sweeps every cabinet by itself
 
     def done() -> bool:
         recs = records(stack)
         with stack.warehouse() as conn:
             statuses = [outbox.get_request(conn, r).status for r in request_ids]
         backfill_runs = [r for r in recs if r.dagster_run.tags.get("dagster/backfill") == backfill["backfillId"]]
-        increments = {r.dagster_run.tags.get(TAG_CABINET) for r in recs if r.dagster_run.job_name == "digitization_increment"
-                      and r.dagster_run.status == DagsterRunStatus.SUCCESS}  # fmt: skip
+        increments = swept(stack, "digitization_increment_sweep")
         return (
             all(s in ("succeeded", "failed") for s in statuses)
             and len(backfill_runs) == 6
@@ -191,19 +207,27 @@ def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore
     finished = [r for r in records(stack) if r.dagster_run.status in FINISHED and r.start_time and r.end_time]
     wb_runs = [r for r in finished if r.dagster_run.job_name != "prune_runs" and r.dagster_run.tags.get("optima/queue") in (
         "digitization-sync",)]  # fmt: skip
-    # 2 imports + 6 backfill partitions + the button + the job launch + the sensor's increments.
-    assert len(wb_runs) >= 2 + 6 + 1 + 1 + 4
-    # Every run that talked to WB carried its own cabinet, whoever launched it.
-    assert all(r.dagster_run.tags.get(TAG_CABINET, "").startswith("g") for r in wb_runs), [
+    sweeps = [r for r in wb_runs if r.dagster_run.job_name == "digitization_increment_sweep"]
+    single = [r for r in wb_runs if r not in sweeps]
+    # 2 imports + 6 backfill partitions + the button + the job launch, and the sensor's sweeps.
+    assert len(single) >= 2 + 6 + 1 + 1 and sweeps
+    # Every single-cabinet run that talked to WB carried its own cabinet, whoever launched it; a
+    # sweep carries none (its cabinets take their locks).
+    assert all(r.dagster_run.tags.get(TAG_CABINET, "").startswith("g") for r in single), [
         (r.dagster_run.job_name, r.dagster_run.tags)
-        for r in wb_runs
+        for r in single
         if not r.dagster_run.tags.get(TAG_CABINET, "").startswith("g")
     ]
+    assert all(TAG_CABINET not in r.dagster_run.tags for r in sweeps)
     by_cabinet: dict[str, list] = defaultdict(list)
-    for r in wb_runs:
+    for r in single:
         by_cabinet[r.dagster_run.tags[TAG_CABINET]].append((r.start_time, r.end_time, r.dagster_run.run_id))
     for cabinet, intervals in by_cabinet.items():
         assert overlaps(intervals) == [], f"two runs of {cabinet} were STARTED at once"
+    # Sweeps and single runs together: WB never saw two calls of one cabinet in flight at once.
+    for cabinet in ("g1", "g2", "g3", "g4", "g5"):
+        assert stack.sim.journal.calls(cabinet), f"WB was never asked for {cabinet}"
+        assert overlapping_calls(stack.sim, cabinet) == [], f"two units of work talked to WB for {cabinet} at once"
     sync = [(r.start_time, r.end_time) for r in finished if r.dagster_run.tags.get(TAG_QUEUE_CLASS) == "sync"]
     assert max_concurrent(sync) <= 2  # SYNC_QUEUE_CONCURRENCY=2 for this deployment
     assert max_concurrent(sync) == 2, "the test never loaded the queue enough to reach the limit"
@@ -274,47 +298,55 @@ def slow_stack(stack_factory):  # type: ignore[no-untyped-def]
     )
 
 
-def test_a_killed_run_releases_its_cabinet(slow_stack):  # type: ignore[no-untyped-def]
+def test_a_killed_sweep_releases_its_cabinets_and_the_next_window_converges(slow_stack):  # type: ignore[no-untyped-def]
     stack, dev = slow_stack, slow_stack.dev
-    stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=120)
+    slow_sales = stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=120)
 
-    def started_run_of_h1():  # type: ignore[no-untyped-def]
-        runs = stack.instance.get_runs()
-        return next((r for r in runs if r.tags.get(TAG_CABINET) == "h1" and r.status == DagsterRunStatus.STARTED), None)
+    def started_sweep():  # type: ignore[no-untyped-def]
+        runs = stack.instance.get_runs(
+            RunsFilter(job_name="digitization_increment_sweep", statuses=[DagsterRunStatus.STARTED])
+        )
+        return runs[0] if runs else None
 
-    wait_until(lambda: started_run_of_h1() is not None, 120, "a started run of h1", dev)
-    victim = started_run_of_h1()
-    # Wait until it is inside the slow call, then kill its worker.
+    wait_until(lambda: started_sweep() is not None, 120, "a started increment sweep", dev)
+    victim = started_sweep()
+    # Wait until a cabinet of it is inside the slow sales call, then kill the worker.
     wait_until(
-        lambda: stack.instance.all_logs(victim.run_id, of_type=DagsterEventType.STEP_START) != [],
+        lambda: slow_sales.seen > 0,
         60,
-        "the step to start",
+        "a cabinet of the sweep to be in its sales call",
         dev,
     )
     pid = stack.instance.all_logs(victim.run_id, of_type=DagsterEventType.RUN_START)[0].dagster_event.pid
     os.kill(pid, signal.SIGKILL)
     killed_at, killed_epoch = time.monotonic(), time.time()
     stack.sim.faults.clear()
-    # dead_run_sensor ticks every 15 s, but on a loaded 2-core machine a tick can come late (90 s ran
-    # out once, when every sensor of the deployment was running beside it).
+    # dead_run_sensor ticks every 15 s, but on a loaded 2-core machine a tick can come late.
     wait_until(
         lambda: stack.instance.get_run_by_id(victim.run_id).status == DagsterRunStatus.FAILURE,
         150,
-        "the killed run to fail",
+        "the killed sweep to fail",
         dev,
     )
+    # The killed worker's locks went with its connections: the next windows sweep every cabinet.
+    wait_until(
+        lambda: {"h1", "h2", "h3"} <= swept(stack, "digitization_increment_sweep", after=killed_epoch),
+        180,
+        "every cabinet swept again after the kill",
+        dev,
+    )
+    assert time.monotonic() - killed_at < 330
 
-    def h1_ran_again() -> bool:
-        return any(
-            r.dagster_run.tags.get(TAG_CABINET) == "h1"
-            and r.dagster_run.status == DagsterRunStatus.SUCCESS
-            and r.start_time is not None
-            and r.start_time > killed_epoch
-            for r in records(stack)
-        )
+    # What the killed run committed is whole: every cabinet ends with exactly WB's orders and sales.
+    def complete() -> bool:
+        with stack.warehouse() as conn:
+            for cabinet in ("h1", "h2", "h3"):
+                ours = {s for (s,) in conn.execute("SELECT srid FROM wb_orders WHERE cabinet_id = %s", (cabinet,))}
+                if ours != {o["srid"] for o in stack.sim.truth.orders(cabinet)}:
+                    return False
+        return True
 
-    wait_until(h1_ran_again, 120, "h1 to run again after the kill", dev)
-    assert time.monotonic() - killed_at < 240  # released and run again within a bounded time
+    wait_until(complete, 120, "every cabinet's orders to equal WB's", dev)
 
 
 def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  # type: ignore[no-untyped-def]
@@ -326,7 +358,7 @@ def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  #
             not [
                 r
                 for r in stack.instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.QUEUED]))
-                if r.job_name != "digitization_increment"
+                if r.job_name != "digitization_increment_sweep"
             ]
         ),
         240,
@@ -342,13 +374,18 @@ def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  #
         r
         for r in stack.instance.get_run_records()
         if r.start_time and began <= r.start_time <= began + penalty_simulated_s / 20
-        and r.dagster_run.job_name == "digitization_increment"
+        and r.dagster_run.job_name == "digitization_increment_sweep"
     ]  # fmt: skip
-    others = [r for r in during if r.dagster_run.tags.get(TAG_CABINET) in ("h1", "h3")]
-    assert others and all(r.dagster_run.status == DagsterRunStatus.SUCCESS for r in others)
-    # No run of h2 sat in a worker waiting out the penalty: each ended within seconds.
-    h2 = [r for r in during if r.dagster_run.tags.get(TAG_CABINET) == "h2"]
-    assert all(r.end_time - r.start_time < 15 for r in h2 if r.end_time)
+    assert during and all(r.dagster_run.status == DagsterRunStatus.SUCCESS for r in during)
+    with stack.warehouse() as conn:
+        got = conn.execute(
+            "SELECT cabinet_id, outcome FROM sweep_outcomes WHERE run_id = ANY(%s)",
+            ([r.dagster_run.run_id for r in during],),
+        ).fetchall()
+    assert {("h1", "succeeded"), ("h3", "succeeded")} <= set(got), got
+    assert ("h2", "succeeded") not in set(got), "h2 synced through its penalty?"
+    # No sweep sat in a worker waiting out h2's penalty: each ended within seconds.
+    assert all(r.end_time - r.start_time < 15 for r in during if r.end_time)
 
     # After the pause h2 resumes, and ends with exactly WB's data.
     def h2_complete() -> bool:
@@ -363,6 +400,8 @@ def test_two_environments_running_at_once_never_see_each_other(busy_stack, slow_
     """Both deployments have been running side by side on one server since the tests above."""
     for stack, own in ((busy_stack, "g"), (slow_stack, "h")):
         cabinets = {r.tags.get(TAG_CABINET) for r in stack.instance.get_runs()} - {None}
+        for run in stack.instance.get_runs(RunsFilter(job_name="digitization_increment_sweep")):
+            cabinets |= set(run.run_config["ops"]["digitization_increment_sweep_op"]["config"]["cabinet_ids"])
         assert cabinets and all(c.startswith(own) for c in cabinets), cabinets
         with stack.warehouse() as conn:
             ids = {r[0] for r in conn.execute("SELECT id FROM cabinets").fetchall()}

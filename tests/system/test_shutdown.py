@@ -32,9 +32,9 @@ def test_a_run_interrupted_by_a_stop_is_requeued_and_completes(stack_factory):  
 
     def in_flight():  # type: ignore[no-untyped-def]
         """The orders/sales run of s1 that is mid-step, held by the hanging sales call (the increment
-        the sensor launched at start, or the import)."""
+        sweep the sensor launched at start, or the import)."""
         for run in stack.instance.get_runs():
-            if run.job_name not in ("digitization_increment", "digitization_import"):
+            if run.job_name not in ("digitization_increment_sweep", "digitization_import"):
                 continue
             if run.status == DagsterRunStatus.STARTED and stack.instance.all_logs(
                 run.run_id, of_type=DagsterEventType.STEP_START
