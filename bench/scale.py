@@ -1,6 +1,6 @@
 """Scale: N cabinets with every schedule and sensor on, for a fixed wall time; which cadences hold.
 
-    python bench/scale.py [--quick] [--cabinets 10,50,100,200] [--cadence-scale 10] [--wall 720] [--warmup 60]
+    python bench/scale.py [--quick] [--cabinets 200,1000] [--cadence-scale 1] [--wall 2100] [--warmup 300]
                           [--sync-concurrency 5] [--max-runs 6]
 
 For each N, the real deployment (`optima-pipelines dev`) on a scratch database and the WB
@@ -20,15 +20,18 @@ is watched for ``--wall`` seconds:
   `optima-pipelines dev`: code server, daemon, webserver, metrics and every run worker), by
   process kind, and of the PostgreSQL backends serving this database (sampled every 2 s).
 
-Time scaling: WB's limits run ``--time-scale`` times faster, and every per-cabinet interval
-cadence (the increment, ads, funnel, prices, auto-replies) runs ``--cadence-scale`` times more often
-(OPTIMA_CADENCE_SCALE: at 10, the increment every 3 min, ads every 30 s, the funnel every 6 min), so
-the watch holds what production does in ten times as long; crons keep their wall-clock times. A
-window is judged only when it lies whole inside the watch, so the default watch is twice the
-longest scaled window (the funnel's). Per-run costs (a run worker's start, the queue) do not scale,
-so the compressed cadences are much harder to hold than the real ones: the largest N held here is a
-floor for the real cadences, and the extrapolation printed beside it divides the peak run
-throughput measured by the runs a cabinet asked for per second at the smallest N, unscaled.
+Sweeps: a scheduled cadence runs one run per window over every due cabinet (jobs/wb_sync.py), so a
+(cabinet, window) is held when the cabinet's work in a sweep launched for that window ended
+(``sweep_outcomes``: succeeded, or deferred by WB) within the window, or when a single-cabinet run
+of it left the queue within the window. Also printed: **CPU-seconds per cabinet-hour** (the
+deployment's processes and this database's PostgreSQL backends; the WB simulator, which serves from
+threads of this process, apart) and **runs created per hour**.
+
+Time scaling: by default the real cadences (the increment every 30 min, ads 5 min, the funnel 1 h,
+prices 30 min) and a watch of 35 min, long enough to judge whole windows of every interval cadence;
+``--cadence-scale`` runs the per-cabinet interval cadences that many times more often
+(OPTIMA_CADENCE_SCALE) for a shorter drill, crons keeping their wall-clock times. WB's limits run
+``--time-scale`` times faster. A window is judged only when it lies whole inside the watch.
 Baselines: each figure at the smallest N of the same run.
 """
 
@@ -56,10 +59,10 @@ from bench.harness import Bench, Option
 NAME = "scale"
 TITLE = "N cabinets, every schedule and sensor on, fixed wall time: cadences held, CPU, memory"
 OPTIONS = [
-    Option("cabinets", [10, 50, 100, 200], [3], "numbers of cabinets N", kind="ints"),
-    Option("cadence-scale", 10.0, 10.0, "the per-cabinet interval cadences run this much more often", kind="float"),
-    Option("wall", 720, 45, "seconds watched per N, after the warm-up (twice the longest scaled window)"),
-    Option("warmup", 60, 20, "seconds before watching (the first increment's catch-up)"),
+    Option("cabinets", [200, 1000], [3], "numbers of cabinets N", kind="ints"),
+    Option("cadence-scale", 1.0, 10.0, "the per-cabinet interval cadences run this much more often", kind="float"),
+    Option("wall", 2100, 45, "seconds watched per N, after the warm-up (35 min: every interval cadence's windows)"),
+    Option("warmup", 300, 20, "seconds before watching (the first increment's catch-up)"),
     Option("time-scale", 60.0, 60.0, "the simulator's clock and WB's limits run this much faster", kind="float"),
     Option("sync-concurrency", 5, 5, "SYNC_QUEUE_CONCURRENCY of the deployment (its default: 5)"),
     Option("max-runs", 6, 6, "OPTIMA_MAX_CONCURRENT_RUNS of the deployment (its default: 6)"),
@@ -90,6 +93,7 @@ def process_kind(proc: psutil.Process) -> str:
         ("compute_logs", "run workers"),
         ("execute_run", "run workers"),
         ("dagster-daemon", "daemon"),
+        ("ops.daemon", "daemon"),
         ("serve daemon", "daemon"),
         ("serve webserver", "webserver"),
         ("dagster-webserver", "webserver"),
@@ -242,6 +246,11 @@ def judge_cadences(stack: harness.Stack, cabinets: list[str], start: float, end:
             left_queue = r.start_time if r.start_time else (end if not r.dagster_run.is_finished else None)
             if left_queue is not None and left_queue - created > window:
                 result.late += 1
+        swept = (
+            outcomes_by_run(stack, [r.dagster_run.run_id for r in records]) if cadence.job.endswith("_sweep") else {}
+        )
+        for rows in swept.values():
+            result.skipped_busy += sum(outcome == "skipped" for _, outcome, _ in rows)
         if cadence.interval_seconds and not cadence.on_demand:
             first, last = math.ceil(start / window), math.floor(end / window) - 1
             windows = range(first, last + 1)
@@ -252,6 +261,11 @@ def judge_cadences(stack: harness.Stack, cabinets: list[str], start: float, end:
                 busy = r.dagster_run.tags.get(TAG_SKIPPED) == SKIPPED_ACCOUNT_BUSY
                 if cabinet and r.start_time and not busy and r.start_time - created <= window:
                     served.add((cabinet, int(created // window)))
+                # A sweep serves each of its cabinets whose work ended (done, or deferred by WB)
+                # within the window it was launched for.
+                for swept_cabinet, outcome, finished in swept.get(r.dagster_run.run_id, []):
+                    if outcome in ("succeeded", "deferred") and finished - created <= window:
+                        served.add((swept_cabinet, int(created // window)))
             result.expected = len(cabinets) * len(windows)
             result.held = sum((c, k) in served for c in cabinets for k in windows)
             result.note = f"{len(windows)} windows of {window} s × {len(cabinets)} cabinets"
@@ -265,6 +279,22 @@ def judge_cadences(stack: harness.Stack, cabinets: list[str], start: float, end:
             result.note = "not due in the measured period (cron, wall clock)"
         results.append(result)
     return results
+
+
+def outcomes_by_run(stack: harness.Stack, run_ids: list[str]) -> dict[str, list[tuple[str, str, float]]]:
+    """run id → (cabinet, outcome, finished at, epoch s) of a sweep's cabinets (sweep_outcomes)."""
+    out: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
+    if not run_ids:
+        return out
+    with stack.env.connect() as conn:
+        rows = conn.execute(
+            f"SELECT run_id, cabinet_id, outcome, extract(epoch FROM finished_at)::float "
+            f"FROM optima_{stack.env.env}.sweep_outcomes WHERE run_id = ANY(%s)",
+            (run_ids,),
+        ).fetchall()
+    for run_id, cabinet, outcome, finished in rows:
+        out[run_id].append((cabinet, outcome, finished))
+    return out
 
 
 def judge_sensors(stack: harness.Stack, start: float, end: float) -> list[tuple[str, int, float, float, bool]]:
@@ -308,6 +338,7 @@ class Outcome:
     ran_per_s: float  # runs that ran: the throughput
     created_per_s: float  # runs the sensors and schedules asked for: the demand
     peak_queued: int
+    simulator_cores: float  # this process: the WB simulator's threads (and the sampler)
     lines: list[str]
 
 
@@ -329,10 +360,14 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
         time.sleep(opts.warmup)  # a fixed wall time is what is measured here, not a condition
         sampler = Sampler(stack.dev.proc.pid, env)
         start = time.time()
+        here = psutil.Process()
+        here_before = sum(here.cpu_times()[:2])
         sampler.start()
         time.sleep(opts.wall)
         sampler.stop()
         end = time.time()
+        # The WB simulator serves from threads of this process (the sampler's own cost is small).
+        simulator_cores = (sum(here.cpu_times()[:2]) - here_before) / (end - start)
         cadence_results = judge_cadences(stack, cabinets, start, end)
         sensors = judge_sensors(stack, start, end)
         from dagster import RunsFilter
@@ -358,7 +393,13 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
     lines.append(
         "CPU (cores busy): "
         + ", ".join(f"{k} {v:.2f}" for k, v in cores.items())
-        + f"; the machine, every process: {sampler.machine_cores():.2f}"
+        + f"; the machine, every process: {sampler.machine_cores():.2f}; the WB simulator (this process) "
+        f"{simulator_cores:.2f}"
+    )
+    lines.append(
+        f"CPU-seconds per cabinet-hour, deployment + PostgreSQL: {sum(cores.values()) * 3600 / n:.2f} "
+        f"(the simulator apart: {simulator_cores * 3600 / n:.2f}); runs created per hour: "
+        f"{len(ages) / (end - start) * 3600:.0f}"
     )
     lines.append(
         f"finished runs {done} ({done / (end - start):.2f}/s), of which ran {ran} ({ran / (end - start):.2f}/s); created {len(ages)} ({len(ages) / (end - start):.2f}/s); "
@@ -385,6 +426,7 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
         ran_per_s=ran / (end - start),
         created_per_s=len(ages) / (end - start),
         peak_queued=sampler.peak_queued,
+        simulator_cores=simulator_cores,
         lines=lines,
     )
 
@@ -425,6 +467,12 @@ def run(bench: Bench, opts: Any) -> None:
                      higher_is_better=False)  # fmt: skip
         bench.figure(f"N={o.n}: deployment CPU (its processes, PostgreSQL backends as sampled)", sum(o.cores.values()), "cores",
                      baseline_name=smallest, baseline=sum(base.cores.values()), higher_is_better=False)  # fmt: skip
+        bench.figure(f"N={o.n}: CPU-seconds per cabinet-hour (deployment + PostgreSQL)", sum(o.cores.values()) * 3600 / o.n,
+                     "CPU-s", baseline_name=smallest, baseline=sum(base.cores.values()) * 3600 / base.n,
+                     higher_is_better=False, note=f"the WB simulator apart: {o.simulator_cores * 3600 / o.n:.2f} CPU-s "
+                     f"per cabinet-hour ({o.simulator_cores:.2f} cores)")  # fmt: skip
+        bench.figure(f"N={o.n}: runs created per hour", o.created_per_s * 3600, "runs/h", baseline_name=smallest,
+                     baseline=base.created_per_s * 3600, higher_is_better=False)  # fmt: skip
         bench.figure(f"N={o.n}: the machine's CPU, every process", o.machine_cores, "cores", baseline_name=smallest,
                      baseline=base.machine_cores, higher_is_better=False)  # fmt: skip
         bench.figure(f"N={o.n}: deployment memory, peak RSS", o.peak_rss_mb, "MB", baseline_name=smallest,
@@ -441,22 +489,6 @@ def run(bench: Bench, opts: Any) -> None:
     bench.figure("largest N holding every cadence", best.n if best else 0, "cabinets",
                  baseline_name="largest N measured", baseline=last.n, higher_is_better=True,
                  note=f"{scale}; first failing N: {first_failing.n if first_failing else '—'} ({why})")  # fmt: skip
-    # Extrapolation to the real cadences: the runs a cabinet asks for per second at the smallest N
-    # (every run the sensors and schedules created: the syncs, their re-aggregation, the crons that
-    # came due), unscaled, against the peak run throughput measured. Crons do not scale, so this
-    # overstates a cabinet's real share of them: the estimate errs low.
-    peak = max(outcomes, key=lambda o: o.ran_per_s)
-    per_cabinet_real = base.created_per_s / base.n / opts.cadence_scale
-    if not per_cabinet_real:
-        harness.say(f"  no run was created at N={base.n}: no extrapolation to the real cadences")
-        return
-    bench.figure("extrapolated N at the real cadences (peak runs/s ÷ a cabinet's runs/s, unscaled)",
-                 peak.ran_per_s / per_cabinet_real, "cabinets", baseline_name="largest N held here",
-                 baseline=best.n if best else None, higher_is_better=True,
-                 note=f"{peak.ran_per_s:.2f} runs/s ran at N={peak.n}; a cabinet asked for "
-                 f"{base.created_per_s / base.n * 3600:.0f} runs an hour at N={base.n} ({per_cabinet_real * 3600:.1f} "
-                 "at the real cadences); an estimate, not a measurement; a lower bound unless that N kept the "
-                 "queue full")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -192,12 +192,15 @@ def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore
             statuses = [outbox.get_request(conn, r).status for r in request_ids]
         backfill_runs = [r for r in recs if r.dagster_run.tags.get("dagster/backfill") == backfill["backfillId"]]
         increments = swept(stack, "digitization_increment_sweep")
+        launched = [r for r in recs if r.dagster_run.job_name == "digitization_increment"]
         return (
             all(s in ("succeeded", "failed") for s in statuses)
             and len(backfill_runs) == 6
             and all(r.dagster_run.status in FINISHED for r in backfill_runs)
             and stack.instance.get_run_by_id(button).status in FINISHED
             and {"g1", "g2", "g3", "g4", "g5"} <= increments
+            and bool(launched)
+            and all(r.dagster_run.status in FINISHED for r in launched)
         )
 
     wait_until(done, 300, "every launched run to finish", dev)
