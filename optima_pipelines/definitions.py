@@ -47,7 +47,7 @@ from optima_pipelines.assets.rnp import (
 )
 from optima_pipelines.jobs.abtests import ab_test_metrics_job
 from optima_pipelines.jobs.autobidder import autobidder_bid_engine_job, autobidder_sync_job
-from optima_pipelines.jobs.autoreply import autoreply_answer_send_job, autoreply_sync_job
+from optima_pipelines.jobs.autoreply import autoreply_answer_send_job, autoreply_sync_job, autoreply_sync_sweep
 from optima_pipelines.jobs.partition_manager import partition_manager_job, partition_manager_weekly
 from optima_pipelines.jobs.pricing_bulk import pricing_bulk_job
 from optima_pipelines.jobs.repricer import repricer_job
@@ -126,6 +126,7 @@ JOBS: list[Any] = [
     catalog_cards_sweep,
     catalog_prices_sweep,
     inventory_sync_sweep,
+    autoreply_sync_sweep,
     # the engines (issue 8)
     autobidder_bid_engine_job,
     ab_test_metrics_job,

@@ -43,6 +43,7 @@ from psycopg.types.json import Jsonb
 from optima_pipelines.db.statements import update_where
 from optima_pipelines.engines.audit import begin_action, finish_action, record_action
 from optima_pipelines.orchestration.queues import AUTOREPLY_ANSWER_SEND, AUTOREPLY_SYNC
+from optima_pipelines.sync.runs import SyncInput, SyncRun
 from optima_pipelines.wb import WbClient, WbError
 from optima_pipelines.wb.models import Feedback, Question
 
@@ -263,6 +264,18 @@ def _queue_answer(conn: psycopg.Connection, cabinet_id: str, item: Item) -> int:
         (row[0], cabinet_id, item.item_id),
     )
     return int(row[0])
+
+
+def sync_cabinet(inp: SyncInput) -> list[SyncRun]:
+    """The autoreply sync of one cabinet as the sync pipeline runs it (a ``sync.runs.Sync``): load
+    WB's unanswered items, reconcile and match them (``sync``), send what the rules answered
+    (``send_queued``). It writes no feed: what it did goes to ``inp.notes`` (the run's log)."""
+    client = inp.client()
+    with inp.connect() as conn:
+        result = sync(conn, inp.cabinet_id, fetch_unanswered(client), inp.run_id)
+        sent = send_queued(conn, client, inp.cabinet_id, inp.run_id)
+    inp.notes.update(replies=result.summary(), answers=sent)
+    return []
 
 
 def send_queued(

@@ -1,8 +1,9 @@
 """autoreply-sync and autoreply-answer-send: review auto-replies (engines/autoreply.py).
 
-- ``autoreply_sync``: every 15 minutes per cabinet with reply rules: load WB's unanswered feedbacks
-  and questions, close those answered elsewhere, match the rules, record complaints, and send the
-  answers (those WB's transient errors stop become ``autoreply-answer-send`` requests).
+- ``autoreply_sync``: every 15 minutes, a sweep over the cabinets with reply rules
+  (jobs/wb_sync.py): load WB's unanswered feedbacks and questions, close those answered
+  elsewhere, match the rules, record complaints, and send the answers (those WB's transient
+  errors stop become ``autoreply-answer-send`` requests).
 - ``autoreply_answer_send``: one answer, served from its request: 5 attempts with exponential
   backoff on WB's transient errors, checked at WB before every send; a permanent failure ends the
   request and the item ``failed`` with the reason.
@@ -13,22 +14,17 @@ from dagster import Config, Failure, OpExecutionContext, job, op
 
 from optima_pipelines.engines import autoreply
 from optima_pipelines.jobs.engine_runs import start_request
-from optima_pipelines.jobs.wb_sync import locked_client
+from optima_pipelines.jobs.wb_sync import SyncJobSpec, cabinet_sync_job, locked_client, sweep_job
 from optima_pipelines.orchestration.queues import PRIORITY_USER, queue_tags
-from optima_pipelines.orchestration.retries import DEFAULT_RETRY, SCHEDULED_RETRY, fail_on_permanent, is_transient
+from optima_pipelines.orchestration.retries import DEFAULT_RETRY, fail_on_permanent, is_transient
 from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.warehouse import requests as outbox
 from optima_pipelines.warehouse.cabinets import get_cabinet
-from optima_pipelines.wb import WbDeferred
 
 SYNC_JOB = "autoreply_sync"
 SEND_JOB = "autoreply_answer_send"
-
-
-class AutoreplySyncConfig(Config):
-    cabinet_id: str
 
 
 class AnswerSendConfig(Config):
@@ -36,35 +32,17 @@ class AnswerSendConfig(Config):
     request_id: int
 
 
-@op(name=op_name(SYNC_JOB), retry_policy=SCHEDULED_RETRY, description="Load, reconcile and answer by rules.")
-def autoreply_sync_op(
-    context: OpExecutionContext, config: AutoreplySyncConfig, warehouse: Warehouse, wb: WbApi
-) -> None:
-    cabinet_id = config.cabinet_id
-    try:
-        with warehouse.connect() as conn:
-            get_cabinet(conn, cabinet_id)
-            with locked_client(warehouse, wb, cabinet_id) as client:
-                unanswered = autoreply.fetch_unanswered(client)
-                result = autoreply.sync(conn, cabinet_id, unanswered, context.run_id)
-                sent = autoreply.send_queued(conn, client, cabinet_id, context.run_id)
-    except WbDeferred as deferred:  # WB's limit: the next 15-minute window loads them (nothing was changed)
-        context.log.info(f"autoreply sync of {cabinet_id} deferred: {deferred}")
-        return
-    except Exception as exc:
-        fail_on_permanent(exc, f"autoreply sync of cabinet {cabinet_id}")
-        raise
-    context.log.info(f"autoreply sync of {cabinet_id}: {result.summary()}; answers: {sent}")
-
-
-@job(
+SYNC_SPEC = SyncJobSpec(
     name=SYNC_JOB,
-    tags=queue_tags(autoreply.SYNC_QUEUE),
+    queue=autoreply.SYNC_QUEUE,
+    feeds=(),
+    body=autoreply.sync_cabinet,
     description="autoreply-sync: a cabinet's new feedbacks and questions, reconciled with WB, answered by its rules "
     "(an answer WB fails transiently becomes an autoreply-answer-send request), complaints recorded.",
 )
-def autoreply_sync_job() -> None:
-    autoreply_sync_op()
+#: One cabinet (the Launchpad, a retry); the sensor sweeps every cabinet with reply rules.
+autoreply_sync_job = cabinet_sync_job(SYNC_SPEC)
+autoreply_sync_sweep = sweep_job(SYNC_SPEC)
 
 
 @op(

@@ -22,7 +22,8 @@ client's retries, a malformed answer, a pause) is recorded on that cabinet and t
 a pause is ``deferred`` (the resume sensor runs the cabinet again when WB allows), transient
 trouble is ``retrying`` (its sync_state gets a resume time ``RETRY_AFTER`` ahead, so the resume
 sensor retries it as a single-cabinet run with the scheduled retry policy, well before the next
-window of a nightly cadence), permanent trouble is ``failed`` and marks the cabinet as a single run
+window of a nightly cadence; work without a resume state, the auto-replies, is tried again by the
+next window), permanent trouble is ``failed`` and marks the cabinet as a single run
 would (a rejected token: token_invalid). A sweep fails (red in the UI) only when a cabinet failed
 for a reason that is not the cabinet's own (a bug, the warehouse), after every cabinet was tried.
 """
@@ -89,6 +90,8 @@ log = logs.get_logger(__name__)
 
 #: A sweep's cabinet that failed transiently is retried by a single-cabinet run this much later.
 RETRY_AFTER = timedelta(seconds=60)
+#: A sweep records the materializations of its finished cabinets at most this often (seconds).
+EMIT_EVERY = 15.0
 
 
 class CabinetSyncConfig(Config):
@@ -292,6 +295,8 @@ class CabinetOutcome:
     outcome: str
     reason: str | None = None
     runs: list[SyncRun] = field(default_factory=list)
+    #: What the work told besides its feeds (``SyncInput.notes``: an engine's figures).
+    notes: dict[str, Any] = field(default_factory=dict)
     #: A failure that is not the cabinet's own (a bug, the warehouse): the sweep fails at its end.
     systemic: bool = False
 
@@ -312,6 +317,7 @@ def _cabinet_work(
             cabinet = get_cabinet(conn, cabinet_id)
         if not cabinet.active:
             return CabinetOutcome(cabinet_id, "skipped", f"the cabinet is {cabinet.status} now")
+        notes: dict[str, Any] = {}
         with ExitStack() as stack:
             inp = SyncInput(
                 connect=warehouse.connect,
@@ -320,6 +326,7 @@ def _cabinet_work(
                 run_id=run_id,
                 trigger="scheduled",
                 should_yield=lock.waited_for,
+                notes=notes,
             )
             runs = spec.body(inp)
     except WbDeferred as deferred:  # paused before any feed could store its state
@@ -331,7 +338,12 @@ def _cabinet_work(
         stored = stored_runs(exc)
         reason = logs.redact(f"{exc.__class__.__name__}: {describe(exc)}")
         retry_feed = spec.resume_feed or spec.state_feed
-        if is_transient(exc) and retry_feed is not None:
+        if is_transient(exc) and retry_feed is None:  # no resume state (the auto-replies)
+            record_failure(
+                warehouse.connect, [SyncRun(spec.queue, f, cabinet_id, run_id, "scheduled") for f in spec.feeds], exc
+            )
+            return CabinetOutcome(cabinet_id, "retrying", f"{reason}; the next window tries again", stored)
+        if is_transient(exc):
             try:
                 with warehouse.connect() as conn, conn.transaction():
                     mark_deferred(conn, cabinet_id, retry_feed, datetime.now(UTC) + RETRY_AFTER, reason)
@@ -348,7 +360,7 @@ def _cabinet_work(
         return CabinetOutcome(
             cabinet_id, "deferred", f"until {paused[0].deferred_until}: {paused[0].deferred_reason}", runs
         )
-    return CabinetOutcome(cabinet_id, "succeeded", None, runs)
+    return CabinetOutcome(cabinet_id, "succeeded", None, runs, notes)
 
 
 def sweep_cabinet(spec: SyncJobSpec, cabinet_id: str, run_id: str, warehouse: Warehouse, wb: WbApi) -> CabinetOutcome:
@@ -436,21 +448,34 @@ def run_sweep(
     def work(cabinet_id: str) -> CabinetOutcome:
         return sweep_cabinet(spec, cabinet_id, context.run_id, warehouse, wb)
 
-    for outcome in sweep(cabinets, work, threads=settings.sweep_threads, busy_wait=settings.sweep_busy_wait_seconds):
-        counts[outcome.outcome] += 1
-        if outcome.busy:  # final now: the cabinet stayed busy for the whole wait
-            with warehouse.connect() as conn:
-                record_outcome(conn, spec, context.run_id, outcome)
-        spec.emit(context, outcome.runs, "scheduled", None)
-        figures = {run.feed: run.summary() for run in outcome.runs}
-        line = f"{spec.name} of {outcome.cabinet_id}: {outcome.outcome}"
-        if outcome.reason:
-            line += f" ({outcome.reason})"
-        if figures:
-            line += f": {figures}"
-        (context.log.error if outcome.systemic else context.log.info)(line)
-        if outcome.systemic:
-            systemic.append(outcome)
+    # Materializations go out in batches (every EMIT_EVERY seconds, and at the end): the
+    # re-aggregation sensor then sees a batch of cabinets in one tick and plans a few runs over
+    # rectangles of them, not a run per tick per cabinet that happened to finish.
+    unemitted: list[SyncRun] = []
+    last_emit = time.monotonic()
+    try:
+        for outcome in sweep(
+            cabinets, work, threads=settings.sweep_threads, busy_wait=settings.sweep_busy_wait_seconds
+        ):
+            counts[outcome.outcome] += 1
+            if outcome.busy:  # final now: the cabinet stayed busy for the whole wait
+                with warehouse.connect() as conn:
+                    record_outcome(conn, spec, context.run_id, outcome)
+            unemitted += outcome.runs
+            figures = {run.feed: run.summary() for run in outcome.runs} | outcome.notes
+            line = f"{spec.name} of {outcome.cabinet_id}: {outcome.outcome}"
+            if outcome.reason:
+                line += f" ({outcome.reason})"
+            if figures:
+                line += f": {figures}"
+            (context.log.error if outcome.systemic else context.log.info)(line)
+            if outcome.systemic:
+                systemic.append(outcome)
+            if time.monotonic() - last_emit >= EMIT_EVERY:
+                spec.emit(context, unemitted, "scheduled", None)
+                unemitted, last_emit = [], time.monotonic()
+    finally:
+        spec.emit(context, unemitted, "scheduled", None)
     summary = " ".join(f"{o}={counts[o]}" for o in SWEEP_OUTCOMES)
     context.instance.add_run_tags(context.run_id, {TAG_SWEEP_OUTCOME: summary})
     context.log.info(

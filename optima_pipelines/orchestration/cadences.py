@@ -318,7 +318,7 @@ def _engine_cadences(scale: float) -> list[Cadence]:
         Cadence(
             "autoreply_sync_sensor",
             AUTOREPLY_SYNC,
-            "autoreply_sync",
+            "autoreply_sync_sweep",
             "interval",
             every(autoreply),
             "active cabinets with enabled autoreply_rules",

@@ -142,8 +142,7 @@ def plan(
     if feeds:
         with warehouse.connect() as conn:
             paused = paused_cabinets(conn, feeds, datetime.now(tz=MOSCOW))
-    busy = busy_cabinets(context.instance, sweep.cabinet_job.name) | swept_cabinets(context.instance, sweep.job.name)
-    return plan_fanout(active, live, busy, paused)
+    return plan_fanout(active, live, sweep_busy(context.instance, sweep), paused)
 
 
 def window_cursor(raw: str | None, window: int) -> tuple[set[str], int]:
@@ -156,6 +155,27 @@ def window_cursor(raw: str | None, window: int) -> tuple[set[str], int]:
     if not isinstance(data, dict) or data.get("window") != window:
         return set(), 0
     return set(data.get("launched") or []), int(data.get("runs") or 0)
+
+
+def window_sweep(
+    context: SensorEvaluationContext, sweep: Sweep, cadence_name: str, window: int, fanout: FanoutPlan
+) -> SensorResult | SkipReason:
+    """The sweep runs of an interval cadence's tick: the cabinets of ``fanout.launch`` not swept yet
+    in ``window`` (the sensor's cursor keeps them), sharded; a later tick sweeps what became due."""
+    launched, runs = window_cursor(context.cursor, window)
+    due = [c for c in fanout.launch if c not in launched]
+    if fanout.skipped:
+        context.log.info(f"window {window} skipped: {fanout.skipped}")
+    if not due:
+        return SkipReason(f"window {window}: nothing to launch ({len(launched)} swept, {len(fanout.skipped)} skipped)")
+    requests = sweep_requests(sweep, cadence_name, due, str(window), first=runs)
+    cursor = json.dumps({"window": window, "launched": sorted(launched | set(due)), "runs": runs + len(requests)})
+    return SensorResult(run_requests=requests, cursor=cursor)
+
+
+def sweep_busy(instance: DagsterInstance, sweep: Sweep) -> set[str]:
+    """Cabinets with a run of the sweep's sync queued or running, alone or in a sweep."""
+    return busy_cabinets(instance, sweep.cabinet_job.name) | swept_cabinets(instance, sweep.job.name)
 
 
 def interval_fanout_sensor(name: str, sweep: Sweep, state_feed: StateFeeds, description: str) -> SensorDefinition:
@@ -174,21 +194,11 @@ def interval_fanout_sensor(name: str, sweep: Sweep, state_feed: StateFeeds, desc
     )
     def _sensor(context: SensorEvaluationContext, warehouse: Warehouse):
         window = int(time.time() // interval)
-        launched, runs = window_cursor(context.cursor, window)
         try:
             fanout = plan(warehouse, context, sweep, state_feed)
         except (psycopg.Error, OptimaError) as exc:
             return SkipReason(f"could not read cabinets: {exc.__class__.__name__}: {exc}")
-        due = [c for c in fanout.launch if c not in launched]
-        if fanout.skipped:
-            context.log.info(f"window {window} skipped: {fanout.skipped}")
-        if not due:
-            return SkipReason(
-                f"window {window}: nothing to launch ({len(launched)} swept, {len(fanout.skipped)} skipped)"
-            )
-        requests = sweep_requests(sweep, entry.name, due, str(window), first=runs)
-        cursor = json.dumps({"window": window, "launched": sorted(launched | set(due)), "runs": runs + len(requests)})
-        return SensorResult(run_requests=requests, cursor=cursor)
+        return window_sweep(context, sweep, entry.name, window, fanout)
 
     return _sensor
 

@@ -45,7 +45,10 @@ def answers_at_wb(sim) -> Counter:  # type: ignore[no-untyped-def]
 def run_sync(instance):  # type: ignore[no-untyped-def]
     result, _ = evaluate(autoreply_sync_sensor, instance)
     (run_request,) = result.run_requests
-    assert run_request.tags["optima/cabinet"] == "c1" and run_request.tags["optima/queue"] == "autoreply-sync"
+    # A sweep over the cabinets with rules: here c1 alone.
+    assert run_request.job_name == "autoreply_sync_sweep" and "optima/cabinet" not in run_request.tags
+    assert run_request.run_config["ops"]["autoreply_sync_sweep_op"]["config"]["cabinet_ids"] == ["c1"]
+    assert run_request.tags["optima/queue"] == "autoreply-sync"
     assert execute(run_request, instance).success
 
 

@@ -15,9 +15,9 @@ from dagster import build_sensor_context
 from optima_pipelines.definitions import RESOURCES, defs
 from optima_pipelines.orchestration.queues import TAG_CABINET, TAG_SWEEP, TAG_SWEEP_OUTCOME
 from optima_pipelines.orchestration.runconfig import op_name
+from optima_pipelines.settings import load_settings
 from optima_pipelines.sync import inventory
 from optima_pipelines.sync.state import get_state
-from optima_pipelines.settings import load_settings
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse.cabinet_lock import held
 from optima_pipelines.warehouse.cabinets import get_cabinet, get_token
