@@ -1,6 +1,6 @@
 """Freshness: a user feed import request → its days recomputed in ``rnp_daily``, end to end.
 
-    python bench/freshness.py [--quick] [--requests 6] [--days 14]
+    python bench/freshness.py [--quick] [--requests 6] [--days 14] [--background 1000]
 
 The real deployment (`optima-pipelines dev`: daemon, code server, webserver) on a scratch database
 and the WB simulator on localhost, with one simulated cabinet per request. Once every cabinet's
@@ -12,7 +12,8 @@ materialization of every day of [dateFrom, today] for that cabinet.
 Baseline, same run: the work itself, i.e. the execution time of the import run plus that of the
 re-aggregation run(s) that recomputed those days, each from its start in its worker to its end.
 The difference is what the orchestration adds: sensor intervals, the queue, the run workers'
-start-up.
+start-up. ``--background N`` adds N cabinets the deployment syncs on its own cadences (sweeps)
+all along, to time the requests under that load.
 """
 
 from __future__ import annotations
@@ -35,23 +36,35 @@ TITLE = "user feed import request → its days recomputed in rnp_daily, through 
 OPTIONS = [
     Option("requests", 6, 2, "import requests (one cabinet each, made one at a time)"),
     Option("days", 14, 3, "days each import covers (dateFrom = today - days + 1)"),
+    Option("background", 0, 0, "more cabinets the deployment syncs on its own cadences while the requests are timed"),
 ]
 
 
-def settled(stack: harness.Stack, cabinets: list[str]) -> bool:
-    """Every cabinet's first increment succeeded and re-aggregated, and nothing is queued or running."""
+def settled(stack: harness.Stack, cabinets: list[str], quiet: bool = True) -> bool:
+    """Every cabinet's first increment succeeded (in a sweep) and re-aggregated, and (``quiet``)
+    nothing is queued or running."""
     from dagster import DagsterRunStatus, RunsFilter
 
-    runs = stack.instance.get_runs(RunsFilter(job_name="digitization_increment", statuses=[DagsterRunStatus.SUCCESS]))
-    synced = {r.tags.get("optima/cabinet") for r in runs}
-    if not set(cabinets) <= synced:
+    with stack.env.connect() as conn:
+        synced = {
+            r[0]
+            for r in conn.execute(
+                f"SELECT DISTINCT cabinet_id FROM optima_{stack.env.env}.sweep_outcomes "
+                "WHERE job = 'digitization_increment_sweep' AND outcome = 'succeeded' AND cabinet_id = ANY(%s)",
+                (cabinets,),
+            )
+        }
+        filled = conn.execute(
+            "SELECT count(DISTINCT cabinet_id) FROM rnp_daily WHERE cabinet_id = ANY(%s)", (cabinets,)
+        ).fetchone()[0]  # type: ignore[index]
+    if not set(cabinets) <= synced or filled != len(cabinets):
         return False
+    if not quiet:
+        return True
     active = stack.instance.get_runs_count(
         RunsFilter(statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED])
     )
-    with stack.env.connect() as conn:
-        filled = conn.execute("SELECT count(DISTINCT cabinet_id) FROM rnp_daily").fetchone()[0]  # type: ignore[index]
-    return active == 0 and filled == len(cabinets)
+    return active == 0
 
 
 def recomputed(stack: harness.Stack, cabinet: str, days: set[str], after: int) -> list[Any] | None:
@@ -121,9 +134,18 @@ def run(bench: Bench, opts: Any) -> None:
 
     cabinets = [f"fresh{i}" for i in range(1, opts.requests + 1)]
     specs = [CabinetSpec(id=c, products=30, orders_per_day=120, history_days=30) for c in cabinets]
+    # Background cabinets (the scale bench's shape) keep the deployment's sweeps busy meanwhile.
+    specs += [
+        CabinetSpec(id=f"bg{i:04d}", products=10, orders_per_day=40, history_days=20) for i in range(opts.background)
+    ]
     with bench.environment("fresh") as env, harness.deployment(env, cabinets=specs) as stack:
-        harness.say(f"  waiting for the first increment of {len(cabinets)} cabinets and its re-aggregation...")
-        harness.wait_for(lambda: settled(stack, cabinets), "the deployment to settle", 600, poll=2)
+        harness.say(
+            f"  waiting for the first increment of {len(cabinets)} cabinets and its re-aggregation"
+            f" ({opts.background} more cabinets in the background)..."
+        )
+        harness.wait_for(
+            lambda: settled(stack, cabinets, quiet=not opts.background), "the deployment to settle", 1800, poll=5
+        )
         ends, works, stages = [], [], []
         for cabinet in cabinets:
             today = today_moscow()
@@ -160,7 +182,8 @@ def run(bench: Bench, opts: Any) -> None:
 
     for q, label in ((0.5, "p50"), (0.95, "p95")):
         bench.figure(
-            f"import request ({opts.days} days) → rnp_daily recomputed, {label} (n={len(ends)})",
+            f"import request ({opts.days} days) → rnp_daily recomputed, {label} (n={len(ends)}, "
+            f"{opts.background} cabinets in the background)",
             harness.quantile(ends, q),
             "s",
             baseline_name=f"the runs' own execution time, {label}",
