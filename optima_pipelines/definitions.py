@@ -50,7 +50,7 @@ from optima_pipelines.jobs.autobidder import autobidder_bid_engine_job, autobidd
 from optima_pipelines.jobs.autoreply import autoreply_answer_send_job, autoreply_sync_job, autoreply_sync_sweep
 from optima_pipelines.jobs.partition_manager import partition_manager_job, partition_manager_weekly
 from optima_pipelines.jobs.pricing_bulk import pricing_bulk_job
-from optima_pipelines.jobs.repricer import repricer_job
+from optima_pipelines.jobs.repricer import repricer_job, repricer_sweep_job
 from optima_pipelines.ops.retention import prune_runs_job, prune_runs_schedule
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
@@ -131,6 +131,7 @@ JOBS: list[Any] = [
     autobidder_bid_engine_job,
     ab_test_metrics_job,
     repricer_job,
+    repricer_sweep_job,
     pricing_bulk_job,
     autoreply_sync_job,
     autoreply_answer_send_job,

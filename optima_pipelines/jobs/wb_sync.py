@@ -338,21 +338,18 @@ def _cabinet_work(
         stored = stored_runs(exc)
         reason = logs.redact(f"{exc.__class__.__name__}: {describe(exc)}")
         retry_feed = spec.resume_feed or spec.state_feed
+        failed = [SyncRun(spec.queue, f, cabinet_id, run_id, "scheduled") for f in spec.feeds]
         if is_transient(exc) and retry_feed is None:  # no resume state (the auto-replies)
-            record_failure(
-                warehouse.connect, [SyncRun(spec.queue, f, cabinet_id, run_id, "scheduled") for f in spec.feeds], exc
-            )
+            record_failure(warehouse.connect, failed, exc)
             return CabinetOutcome(cabinet_id, "retrying", f"{reason}; the next window tries again", stored)
-        if is_transient(exc):
+        if is_transient(exc) and retry_feed is not None:
             try:
                 with warehouse.connect() as conn, conn.transaction():
                     mark_deferred(conn, cabinet_id, retry_feed, datetime.now(UTC) + RETRY_AFTER, reason)
                 return CabinetOutcome(cabinet_id, "retrying", reason, stored)
             except (psycopg.Error, InvalidInput):
                 pass  # the warehouse is gone too: a failure, below
-        record_failure(
-            warehouse.connect, [SyncRun(spec.queue, f, cabinet_id, run_id, "scheduled") for f in spec.feeds], exc
-        )
+        record_failure(warehouse.connect, failed, exc)
         own = isinstance(exc, WbError | UnknownCabinet)
         return CabinetOutcome(cabinet_id, "failed", reason, stored, systemic=not own)
     paused = [r for r in runs if r.deferred_until is not None]
@@ -363,8 +360,19 @@ def _cabinet_work(
     return CabinetOutcome(cabinet_id, "succeeded", None, runs, notes)
 
 
-def sweep_cabinet(spec: SyncJobSpec, cabinet_id: str, run_id: str, warehouse: Warehouse, wb: WbApi) -> CabinetOutcome:
-    """One cabinet of a sweep: try its lock (``skipped`` as busy if held), sync it, record its outcome."""
+@dataclass(frozen=True)
+class SweepJob:
+    """Who a sweep's outcomes belong to (sweep_outcomes.job / queue)."""
+
+    name: str
+    queue: str
+
+
+def under_lock(
+    job: SweepJob, cabinet_id: str, run_id: str, warehouse: Warehouse, work: Callable[[CabinetLock], CabinetOutcome]
+) -> CabinetOutcome:
+    """One unit of a sweep: try the cabinet's lock (``skipped`` as busy if held), do ``work`` under
+    it, record its outcome on the lock's connection, release."""
     with logs.bind(run_id=run_id, cabinet=cabinet_id):
         lock = CabinetLock(warehouse.connect, cabinet_id)
         try:
@@ -375,17 +383,28 @@ def sweep_cabinet(spec: SyncJobSpec, cabinet_id: str, run_id: str, warehouse: Wa
                 cabinet_id, "failed", f"could not take the cabinet lock: {describe(exc)}", systemic=True
             )
         with lock:
-            outcome = _cabinet_work(spec, cabinet_id, run_id, warehouse, wb, lock)
-            record_outcome(lock.connection, spec, run_id, outcome)
+            outcome = work(lock)
+            record_outcome(lock.connection, job, run_id, outcome)
         return outcome
 
 
-def record_outcome(conn: psycopg.Connection, spec: SyncJobSpec, run_id: str, outcome: CabinetOutcome) -> None:
+def sweep_cabinet(spec: SyncJobSpec, cabinet_id: str, run_id: str, warehouse: Warehouse, wb: WbApi) -> CabinetOutcome:
+    """One cabinet of a sync's sweep: under its lock, the sync's entry point (see ``_cabinet_work``)."""
+    return under_lock(
+        SweepJob(spec.sweep_name, spec.queue),
+        cabinet_id,
+        run_id,
+        warehouse,
+        lambda lock: _cabinet_work(spec, cabinet_id, run_id, warehouse, wb, lock),
+    )
+
+
+def record_outcome(conn: psycopg.Connection, job: SweepJob, run_id: str, outcome: CabinetOutcome) -> None:
     """The cabinet's row of ``sweep_outcomes`` (never raises over the outcome: it is logged anyway)."""
     try:
         conn.execute(
             "INSERT INTO sweep_outcomes (run_id, job, queue, cabinet_id, outcome, reason) VALUES (%s, %s, %s, %s, %s, %s)",
-            (run_id, spec.sweep_name, spec.queue, outcome.cabinet_id, outcome.outcome, outcome.reason),
+            (run_id, job.name, job.queue, outcome.cabinet_id, outcome.outcome, outcome.reason),
         )
     except psycopg.Error as exc:
         log.warning(f"could not record the sweep outcome of {outcome.cabinet_id}: {describe(exc)}")
@@ -434,36 +453,38 @@ def sweep(
                 yield outcome
 
 
-def run_sweep(
-    spec: SyncJobSpec, context: OpExecutionContext, config: SweepConfig, warehouse: Warehouse, wb: WbApi
+def drive_sweep(
+    context: OpExecutionContext,
+    warehouse: Warehouse,
+    job: SweepJob,
+    items: list[str],
+    work: Callable[[str], CabinetOutcome],
+    *,
+    window: str = "",
+    emit: Callable[[list[SyncRun]], None] | None = None,
 ) -> None:
-    """The op of a sweep job (see the module docstring)."""
+    """Run a sweep's ``items`` (cabinets, or an engine's (cabinet, slot) keys) through ``work`` with
+    the scheduler of ``sweep``, and report: a log line per item naming its cabinet and outcome,
+    the materializations of what changed (``emit``, in batches), the run's outcome tag, and a
+    failure of the run when an item failed for a reason that is not its cabinet's own."""
     settings = load_settings()
-    cabinets = list(dict.fromkeys(config.cabinet_ids))
-    ensure_cabinet_partitions(context, cabinets)
     counts: Counter[str] = Counter()
     systemic: list[CabinetOutcome] = []
     started = time.monotonic()
-
-    def work(cabinet_id: str) -> CabinetOutcome:
-        return sweep_cabinet(spec, cabinet_id, context.run_id, warehouse, wb)
-
     # Materializations go out in batches (every EMIT_EVERY seconds, and at the end): the
     # re-aggregation sensor then sees a batch of cabinets in one tick and plans a few runs over
     # rectangles of them, not a run per tick per cabinet that happened to finish.
     unemitted: list[SyncRun] = []
     last_emit = time.monotonic()
     try:
-        for outcome in sweep(
-            cabinets, work, threads=settings.sweep_threads, busy_wait=settings.sweep_busy_wait_seconds
-        ):
+        for outcome in sweep(items, work, threads=settings.sweep_threads, busy_wait=settings.sweep_busy_wait_seconds):
             counts[outcome.outcome] += 1
             if outcome.busy:  # final now: the cabinet stayed busy for the whole wait
                 with warehouse.connect() as conn:
-                    record_outcome(conn, spec, context.run_id, outcome)
+                    record_outcome(conn, job, context.run_id, outcome)
             unemitted += outcome.runs
             figures = {run.feed: run.summary() for run in outcome.runs} | outcome.notes
-            line = f"{spec.name} of {outcome.cabinet_id}: {outcome.outcome}"
+            line = f"{job.name.removesuffix('_sweep')} of {outcome.cabinet_id}: {outcome.outcome}"
             if outcome.reason:
                 line += f" ({outcome.reason})"
             if figures:
@@ -471,24 +492,41 @@ def run_sweep(
             (context.log.error if outcome.systemic else context.log.info)(line)
             if outcome.systemic:
                 systemic.append(outcome)
-            if time.monotonic() - last_emit >= EMIT_EVERY:
-                spec.emit(context, unemitted, "scheduled", None)
+            if emit is not None and time.monotonic() - last_emit >= EMIT_EVERY:
+                emit(unemitted)
                 unemitted, last_emit = [], time.monotonic()
     finally:
-        spec.emit(context, unemitted, "scheduled", None)
+        if emit is not None:
+            emit(unemitted)
     summary = " ".join(f"{o}={counts[o]}" for o in SWEEP_OUTCOMES)
     context.instance.add_run_tags(context.run_id, {TAG_SWEEP_OUTCOME: summary})
     context.log.info(
-        f"{spec.sweep_name} window {config.window or '-'}: {len(cabinets)} cabinets in "
-        f"{time.monotonic() - started:.1f} s: {summary}"
+        f"{job.name} window {window or '-'}: {len(items)} in {time.monotonic() - started:.1f} s: {summary}"
     )
     if systemic:
         first = systemic[0]
         raise Failure(
-            description=f"{len(systemic)} of {len(cabinets)} cabinets failed for a reason that is not theirs "
+            description=f"{len(systemic)} of {len(items)} failed for a reason that is not their cabinet's "
             f"(the others are done): {first.cabinet_id}: {first.reason}",
             allow_retries=False,
         )
+
+
+def run_sweep(
+    spec: SyncJobSpec, context: OpExecutionContext, config: SweepConfig, warehouse: Warehouse, wb: WbApi
+) -> None:
+    """The op of a sync's sweep job (see the module docstring)."""
+    cabinets = list(dict.fromkeys(config.cabinet_ids))
+    ensure_cabinet_partitions(context, cabinets)
+    drive_sweep(
+        context,
+        warehouse,
+        SweepJob(spec.sweep_name, spec.queue),
+        cabinets,
+        lambda cabinet_id: sweep_cabinet(spec, cabinet_id, context.run_id, warehouse, wb),
+        window=config.window,
+        emit=lambda runs: spec.emit(context, runs, "scheduled", None),
+    )
 
 
 def sweep_job(spec: SyncJobSpec) -> JobDefinition:

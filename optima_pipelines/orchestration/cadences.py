@@ -309,7 +309,7 @@ def _engine_cadences(scale: float) -> list[Cadence]:
         Cadence(
             "repricer_sensor",
             REPRICER_SCHEDULE,
-            "repricer",
+            "repricer_sweep",
             "table",
             "every N hours per (cabinet, rule interval), from repricer_rules (checked every minute)",
             "(cabinet, interval_hours) of the enabled rules of active cabinets, once per slot of the interval",

@@ -1,20 +1,24 @@
-"""repricer-schedule: a run per (cabinet, rule interval) every N hours, kept in step with ``repricer_rules``.
+"""repricer-schedule: every (cabinet, rule interval) every N hours, kept in step with ``repricer_rules``.
 
 Dagster schedules are fixed when the code loads; the original registered one repeatable job per
 (cabinet, interval) from the rules table at start. Here one sensor reads the rules table every
-minute (one cheap query) and launches a run when a group enters a new slot of its interval: a new
-interval runs at once, a removed one stops, with no reload. The run key
-``repricer:<cabinet>:<interval>h:<slot start>`` makes each slot run once, across daemon restarts.
+minute (one cheap query) and, when groups enter a new slot of their interval, launches one sweep
+over all of them (jobs/repricer.py ``repricer_sweep``): a new interval runs at once, a removed one
+stops, with no reload. The cursor (group → its last slot launched) and run keys made of the slots
+make each slot run once, across daemon restarts.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
 from dagster import (
     RunRequest,
+    RunsFilter,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
@@ -23,45 +27,69 @@ from dagster import (
 
 from optima_pipelines.engines import repricer
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.jobs.repricer import repricer_job
+from optima_pipelines.jobs.repricer import SWEEP, repricer_job, repricer_sweep_job, slot_item
 from optima_pipelines.orchestration.cadences import cadence, sensor_status
-from optima_pipelines.orchestration.fanout import busy_cabinets
-from optima_pipelines.orchestration.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, queue_tags
+from optima_pipelines.orchestration.fanout import IN_FLIGHT, busy_cabinets
+from optima_pipelines.orchestration.queues import (
+    PRIORITY_SCHEDULED,
+    TAG_SHARD,
+    TAG_SWEEP,
+    TAG_SWEEP_CABINETS,
+    TAG_TRIGGER,
+    TAG_WINDOW,
+    queue_tags,
+)
 from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.settings import load_settings
 
 _CADENCE = cadence("repricer_sensor")
 
 
-def run_request(due: repricer.Due) -> RunRequest:
-    return RunRequest(
-        run_key=due.run_key,
-        job_name=repricer_job.name,
-        run_config={
-            "ops": {
-                op_name(repricer_job.name): {
-                    "config": {
-                        "cabinet_id": due.cabinet_id,
-                        "interval_hours": due.interval_hours,
-                        "slot_start": due.start.isoformat(),
-                    }
-                }
-            }
-        },
-        tags={
-            **queue_tags(repricer.QUEUE, cabinet_id=due.cabinet_id, priority=PRIORITY_SCHEDULED),
-            TAG_TRIGGER: "schedule",
-            "optima/window": due.slot,
-        },
-    )
+def sweep_requests(due: list[repricer.Due]) -> list[RunRequest]:
+    """One sweep over the due slots (shards of OPTIMA_SWEEP_SHARD_SIZE); each run key is made of
+    its slots, so a slot runs once across daemon restarts."""
+    size = load_settings().sweep_shard_size
+    items = [slot_item(d.cabinet_id, d.interval_hours, d.start) for d in sorted(due, key=lambda d: d.run_key)]
+    shards = [items[i : i + size] for i in range(0, len(items), size)]
+    out = []
+    for k, shard in enumerate(shards):
+        digest = hashlib.sha256("\n".join(shard).encode()).hexdigest()[:16]
+        window = min(d.slot for d in due)
+        out.append(
+            RunRequest(
+                run_key=f"{SWEEP.name}:{digest}",
+                job_name=SWEEP.name,
+                run_config={"ops": {op_name(SWEEP.name): {"config": {"slots": shard, "window": window}}}},
+                tags={
+                    **queue_tags(repricer.QUEUE, priority=PRIORITY_SCHEDULED),
+                    TAG_TRIGGER: "schedule",
+                    TAG_WINDOW: window,
+                    TAG_SWEEP: _CADENCE.name,
+                    TAG_SHARD: f"{k + 1}/{len(shards)}",
+                    TAG_SWEEP_CABINETS: str(len({item.split("|", 1)[0] for item in shard})),
+                },
+            )
+        )
+    return out
+
+
+def swept_cabinets(context: SensorEvaluationContext) -> set[str]:
+    """Cabinets of repricer sweeps queued or running (their slots name them)."""
+    out: set[str] = set()
+    for run in context.instance.get_runs(RunsFilter(job_name=SWEEP.name, statuses=IN_FLIGHT)):
+        config: dict[str, Any] = dict(run.run_config or {})
+        slots = config.get("ops", {}).get(op_name(SWEEP.name), {}).get("config", {}).get("slots") or []
+        out.update(item.split("|", 1)[0] for item in slots)
+    return out
 
 
 @sensor(
     name=_CADENCE.name,
-    job=repricer_job,
+    job=repricer_sweep_job,
     minimum_interval_seconds=_CADENCE.interval_seconds or 60,
     default_status=sensor_status(_CADENCE.name),
-    description="Launches a repricer run per (cabinet, rule interval) when it enters a new slot of its interval, "
+    description="Launches a sweep over every (cabinet, rule interval) that entered a new slot of its interval, "
     "as the rules table says now.",
 )
 def repricer_sensor(context: SensorEvaluationContext, warehouse: Warehouse):
@@ -71,9 +99,9 @@ def repricer_sensor(context: SensorEvaluationContext, warehouse: Warehouse):
     except (psycopg.Error, OptimaError) as exc:
         return SkipReason(f"could not read repricer_rules: {exc.__class__.__name__}: {exc}")
     launched = json.loads(context.cursor) if context.cursor else {}
-    busy = busy_cabinets(context.instance, repricer_job.name) if groups else set()
+    busy = (busy_cabinets(context.instance, repricer_job.name) | swept_cabinets(context)) if groups else set()
     due, cursor = repricer.plan_due(groups, datetime.now(tz=UTC), launched, busy)
     if not due:
         context.update_cursor(json.dumps(cursor, sort_keys=True))
         return SkipReason(f"{len(groups)} rule group(s), none entered a new slot")
-    return SensorResult(run_requests=[run_request(d) for d in due], cursor=json.dumps(cursor, sort_keys=True))
+    return SensorResult(run_requests=sweep_requests(due), cursor=json.dumps(cursor, sort_keys=True))

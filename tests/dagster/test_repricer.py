@@ -48,7 +48,10 @@ def test_rules_move_wb_prices_to_where_they_say_once_per_slot(wb, warehouse_conn
 
     result, _ = evaluate(repricer_sensor, dagster_instance)
     (run_request,) = result.run_requests
-    assert run_request.run_key.startswith("repricer:c1:6h:") and run_request.tags["optima/cabinet"] == "c1"
+    # One sweep over the due slots: here c1's 6-hour rules alone.
+    assert run_request.job_name == "repricer_sweep" and "optima/cabinet" not in run_request.tags
+    (slot,) = run_request.run_config["ops"]["repricer_sweep_op"]["config"]["slots"]
+    assert slot.startswith("c1|6|")
     started = time.monotonic()
     assert execute(run_request, dagster_instance).success
     elapsed = time.monotonic() - started
