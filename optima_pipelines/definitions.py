@@ -46,7 +46,11 @@ from optima_pipelines.assets.rnp import (
     rnp_sales,
 )
 from optima_pipelines.jobs.abtests import ab_test_metrics_job
-from optima_pipelines.jobs.autobidder import autobidder_bid_engine_job, autobidder_sync_job
+from optima_pipelines.jobs.autobidder import (
+    autobidder_bid_engine_job,
+    autobidder_bid_engine_sweep,
+    autobidder_sync_job,
+)
 from optima_pipelines.jobs.autoreply import autoreply_answer_send_job, autoreply_sync_job, autoreply_sync_sweep
 from optima_pipelines.jobs.partition_manager import partition_manager_job, partition_manager_weekly
 from optima_pipelines.jobs.pricing_bulk import pricing_bulk_job
@@ -129,6 +133,7 @@ JOBS: list[Any] = [
     autoreply_sync_sweep,
     # the engines (issue 8)
     autobidder_bid_engine_job,
+    autobidder_bid_engine_sweep,
     ab_test_metrics_job,
     repricer_job,
     repricer_sweep_job,

@@ -9,25 +9,23 @@ days, waiting out WB's fullstats pace (one request per 20 s) rather than deferri
 row gets the run id as soon as the run starts.
 
 **The bid engine** (``autobidder_bid_engine``): one cabinet's bids (engines/autobidder.py
-``apply_bids``). Launched by its 60-s sensor (sensors/autobidder.py) only for a cabinet with a bid to
-change, with the cabinet gate tag; every bid sent is first recorded in ``engine_actions`` with an
-intent id, so the retry policy never sends a confirmed bid twice. A WB pause beyond the client's
-wait ends the run without a change: the next tick decides again.
+``apply_bids``). Its 60-s sensor (sensors/autobidder.py) sweeps the cabinets with a bid to change
+(``autobidder_bid_engine_sweep``: each under its cabinet lock); every bid sent is first recorded
+in ``engine_actions`` with an intent id, so a retry never sends a confirmed bid twice. A WB pause
+beyond the client's wait, or a transient failure, ends that cabinet without a change: the next
+tick decides again.
 """
 
 # No "from __future__ import annotations": Dagster reads op config and resource types from live annotations.
-from dagster import Config, OpExecutionContext, job, op
 
 from optima_pipelines.engines import autobidder
-from optima_pipelines.jobs.wb_sync import SyncJobSpec, cabinet_sync_job, locked_client
-from optima_pipelines.orchestration.queues import AUTOBIDDER_BID_ENGINE, AUTOBIDDER_SYNC, queue_tags
-from optima_pipelines.orchestration.retries import SCHEDULED_RETRY, fail_on_permanent
-from optima_pipelines.orchestration.runconfig import op_name
-from optima_pipelines.resources.warehouse import Warehouse
-from optima_pipelines.resources.wb import WbApi
+from optima_pipelines.jobs.wb_sync import SyncJobSpec, cabinet_sync_job, sweep_job
+from optima_pipelines.logs import get_logger
+from optima_pipelines.orchestration.queues import AUTOBIDDER_BID_ENGINE, AUTOBIDDER_SYNC
 from optima_pipelines.sync import ads
 from optima_pipelines.sync.runs import SyncInput, SyncRun
-from optima_pipelines.wb import WbDeferred
+
+log = get_logger(__name__)
 
 QUEUE = AUTOBIDDER_SYNC
 BID_QUEUE = AUTOBIDDER_BID_ENGINE
@@ -62,34 +60,24 @@ autobidder_sync_job = cabinet_sync_job(
 # -- the bid engine ------------------------------------------------------------------------------
 
 
-class BidEngineConfig(Config):
-    cabinet_id: str
-
-
-@op(
-    name=op_name("autobidder_bid_engine"),
-    retry_policy=SCHEDULED_RETRY,
-    description="Sets the bids the cabinet's autobidder rules call for (one PATCH of every change).",
-)
-def autobidder_bid_engine_op(context: OpExecutionContext, config: BidEngineConfig, warehouse: Warehouse, wb: WbApi):
-    try:
-        with locked_client(warehouse, wb, config.cabinet_id) as client:
-            result = autobidder.apply_bids(warehouse.connect, client, config.cabinet_id, run_id=context.run_id)
-    except WbDeferred as deferred:
-        context.log.info(f"bid engine of {config.cabinet_id} paused by WB ({deferred}): the next tick decides again")
-        return
-    except Exception as exc:
-        fail_on_permanent(exc, f"bid engine of cabinet {config.cabinet_id}")
-        raise
-    context.log.info(f"bid engine of {config.cabinet_id}: {result.summary()}")
+def bid_engine(inp: SyncInput) -> list[SyncRun]:
+    """One cabinet's bids as the sync pipeline runs them (a ``sync.runs.Sync`` that writes no feed:
+    what it did goes to ``inp.notes``, the run's log)."""
+    result = autobidder.apply_bids(inp.connect, inp.client(), inp.cabinet_id, run_id=inp.run_id)
+    inp.notes["bids"] = result.summary()
     if result.refused:
-        context.log.warning(f"WB refused bids of {config.cabinet_id} (recorded on the rules): {result.refused}")
+        log.warning(f"WB refused bids of {inp.cabinet_id} (recorded on the rules): {result.refused}")
+    return []
 
 
-@job(
+BID_SPEC = SyncJobSpec(
     name="autobidder_bid_engine",
-    tags=queue_tags(BID_QUEUE),
-    description="The autobidder's bid engine for one cabinet: new bids from its rules and the latest ad statistics.",
+    queue=BID_QUEUE,
+    feeds=(),
+    body=bid_engine,
+    description="The autobidder's bid engine: new bids from a cabinet's rules and the latest ad statistics "
+    "(one PATCH of every change).",
 )
-def autobidder_bid_engine_job() -> None:
-    autobidder_bid_engine_op()
+#: One cabinet (the Launchpad, a retry); the sensor sweeps the cabinets with a bid to change.
+autobidder_bid_engine_job = cabinet_sync_job(BID_SPEC)
+autobidder_bid_engine_sweep = sweep_job(BID_SPEC)

@@ -280,7 +280,7 @@ def _engine_cadences(scale: float) -> list[Cadence]:
         Cadence(
             "autobidder_bid_engine_sensor",
             AUTOBIDDER_BID_ENGINE,
-            "autobidder_bid_engine",
+            "autobidder_bid_engine_sweep",
             "interval",
             "every 60 s",
             "cabinets whose autobidder rules would change a bid now (decided in the sensor; no run otherwise)",

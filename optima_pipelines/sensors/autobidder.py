@@ -20,13 +20,18 @@ from dagster import SensorEvaluationContext, SensorResult, SkipReason, sensor
 
 from optima_pipelines.engines import autobidder
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.jobs.autobidder import BID_QUEUE, QUEUE, autobidder_bid_engine_job, autobidder_sync_job
+from optima_pipelines.jobs.autobidder import (
+    BID_QUEUE,
+    QUEUE,
+    autobidder_bid_engine_job,
+    autobidder_bid_engine_sweep,
+    autobidder_sync_job,
+)
 from optima_pipelines.orchestration.cadences import cadence, sensor_status
-from optima_pipelines.orchestration.fanout import busy_cabinets
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.sensors.catalog import validate_cabinet_request
 from optima_pipelines.sensors.handlers import RequestHandler
-from optima_pipelines.sensors.wb_sync import cabinet_request
+from optima_pipelines.sensors.wb_sync import Sweep, sweep_busy, sweep_requests
 
 REQUEST_HANDLERS = [
     RequestHandler(
@@ -38,15 +43,16 @@ REQUEST_HANDLERS = [
 ]
 
 _BID = cadence("autobidder_bid_engine_sensor")
+BID_SWEEP = Sweep(autobidder_bid_engine_sweep, autobidder_bid_engine_job, BID_QUEUE)
 
 
 @sensor(
     name=_BID.name,
-    job=autobidder_bid_engine_job,
+    job=autobidder_bid_engine_sweep,
     minimum_interval_seconds=_BID.interval_seconds or 60,
     default_status=sensor_status(_BID.name),
-    description="Every minute: launches the bid engine for each cabinet whose autobidder rules would change a bid "
-    "now (decided here from the warehouse; no run for a cabinet with nothing to change).",
+    description="Every minute: one sweep of the bid engine over the cabinets whose autobidder rules would change a "
+    "bid now (decided here from the warehouse; no run when no cabinet has anything to change).",
 )
 def autobidder_bid_engine_sensor(context: SensorEvaluationContext, warehouse: Warehouse):
     window = int(time.time() // (_BID.interval_seconds or 60))
@@ -58,11 +64,8 @@ def autobidder_bid_engine_sensor(context: SensorEvaluationContext, warehouse: Wa
         return SkipReason(f"could not read the autobidder rules: {exc.__class__.__name__}: {exc}")
     if not due:
         return SkipReason("no autobidder rule would change a bid now")
-    busy = busy_cabinets(context.instance, autobidder_bid_engine_job.name)
+    busy = sweep_busy(context.instance, BID_SWEEP)
     launch = sorted(c for c in due if c not in busy)
     if not launch:
         return SkipReason(f"{len(due)} cabinet(s) with a bid to change, each with a bid engine run in flight")
-    job = autobidder_bid_engine_job
-    return SensorResult(
-        run_requests=[cabinet_request(job, BID_QUEUE, c, f"{job.name}:{c}:{window}", str(window)) for c in launch]
-    )
+    return SensorResult(run_requests=sweep_requests(BID_SWEEP, _BID.name, launch, str(window)))

@@ -105,7 +105,9 @@ def test_a_campaign_converges_to_its_target_cpo_within_its_bounds_and_every_bid_
     cpos, runs = [cpo0], 0
     for _ in range(7):  # a simulated week: each day the ads sync brings the day at the last bid
         for request in tick(dagster_instance):
-            assert request.tags["optima/cabinet"] == "c1" and request.tags["optima/queue"] == "autobidder-bid-engine"
+            # One sweep over the cabinets with a bid to change: here c1 alone, under its lock (no gate tag).
+            assert request.run_config["ops"]["autobidder_bid_engine_sweep_op"]["config"]["cabinet_ids"] == ["c1"]
+            assert "optima/cabinet" not in request.tags and request.tags["optima/queue"] == "autobidder-bid-engine"
             run(dagster_instance, request)
             runs += 1
         assert tick(dagster_instance) == []  # decided on these statistics: nothing until new ones
