@@ -177,10 +177,12 @@ def run(bench: Bench, opts: argparse.Namespace) -> None:
             bid_cpu += time.thread_time() - cpu
             bid_wall += time.perf_counter() - wall
             for request in getattr(result, "run_requests", None) or []:
-                cabinet = request.tags["optima/cabinet"]
+                # One sweep over the cabinets with a bid to change: its work, cabinet by cabinet.
+                config = request.run_config["ops"]["autobidder_bid_engine_sweep_op"]["config"]
                 cpu = time.thread_time()
-                with wb.client(cabinet) as client:
-                    autobidder.apply_bids(warehouse.connect, client, cabinet, run_id=None)
+                for cabinet in config["cabinet_ids"]:
+                    with wb.client(cabinet) as client:
+                        autobidder.apply_bids(warehouse.connect, client, cabinet, run_id=None)
                 run_cpu += time.thread_time() - cpu
                 bid_runs += 1
             for _ in range(5):  # the 12-s monitor: five ticks a minute
