@@ -3,86 +3,44 @@
 The assets `wb_orders` and `wb_sales` are the tables of the same names; each `cabinet|day`
 partition holds the rows whose Moscow `date` is that day. Materializing a partition reloads that
 day from WB. The increment, the nightly backfill and user imports are ``SyncJobSpec``s of the one
-sync pipeline (assets/wb_sync.py): they load WB's change feed and record a materialization of every
+sync pipeline (jobs/wb_sync.py): they load WB's change feed and record a materialization of every
 `cabinet|day` partition whose rows changed, so the partition grid and the РНП re-aggregation see
-exactly which days changed, old ones included.
+exactly which days changed, old ones included. The partition assets are ``sync_partition_asset``s
+too: their metadata adds ``fetch`` (day, range or memo: a backfill fetches WB's feed once) and
+``rows_in_day``.
 """
 
-from dagster import AssetExecutionContext, Failure, MaterializeResult, MetadataValue, asset
+from dagster import AssetsDefinition
 
-from optima_pipelines.assets.wb_sync import cabinet_and_day, dagster_metadata, emit_days, partition_trigger
+from optima_pipelines.assets.wb_sync import sync_partition_asset
 from optima_pipelines.jobs.wb_sync import SyncJobSpec, cabinet_sync_job, sweep_job
-from optima_pipelines.orchestration.retries import DEFAULT_RETRY, INTERACTIVE_MAX_WAIT_SECONDS, fail_on_permanent
-from optima_pipelines.partitions import BACKFILL_TAG, CABINET_DAY
-from optima_pipelines.resources.warehouse import Warehouse
-from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import digitization as dg
-from optima_pipelines.sync.changes import iso_days
-from optima_pipelines.sync.runs import stored_runs
-from optima_pipelines.warehouse.cabinets import get_cabinet
+from optima_pipelines.sync.runs import Sync, rows_in_day
 
 QUEUE = dg.QUEUE
 
 
-def _feed_asset(feed: dg.Feed, description: str):
-    @asset(
-        name=feed.asset,
-        partitions_def=CABINET_DAY,
-        group_name="digitization",
-        kinds={"postgres"},
-        retry_policy=DEFAULT_RETRY,
-        description=description,
+def _feed_asset(feed: dg.Feed, load: Sync, description: str) -> AssetsDefinition:
+    return sync_partition_asset(
+        feed.asset,
+        "digitization",
+        {feed.asset: description},
+        load,
+        extra=lambda warehouse, cabinet_id, day: {
+            "rows_in_day": rows_in_day(warehouse.connect, feed.table, cabinet_id, day)
+        },
     )
-    def _asset(context: AssetExecutionContext, warehouse: Warehouse, wb: WbApi) -> MaterializeResult:
-        cabinet_id, day = cabinet_and_day(context)
-        trigger = partition_trigger(context)
-        try:
-            with warehouse.connect() as conn:
-                get_cabinet(conn, cabinet_id)
-            plan, run = dg.load_partition(
-                warehouse.connect,
-                lambda: wb.client(cabinet_id, max_wait_seconds=INTERACTIVE_MAX_WAIT_SECONDS),
-                feed,
-                cabinet_id,
-                day,
-                backfill_id=context.run.tags.get(BACKFILL_TAG),
-                run_id=context.run_id,
-            )
-        except Exception as exc:
-            # A range fetch that failed after some pages: report the days they changed.
-            emit_days(context, stored_runs(exc), trigger="backfill")
-            fail_on_permanent(exc, f"{feed.asset} {cabinet_id}|{day}")
-            raise
-        if run.deferred_until is not None:
-            raise Failure(
-                description=f"WB paused {feed.name} requests of cabinet {cabinet_id} until "
-                f"{run.deferred_until.isoformat()} ({run.deferred_reason}); nothing was loaded for {day}. "
-                "Materialize the partition again after that time.",
-                allow_retries=False,
-            )
-        # A range fetch also refreshed other days: record them as materialized too.
-        emit_days(context, [run], trigger="backfill", skip=(feed.asset, day))
-        return MaterializeResult(
-            metadata={
-                **dagster_metadata(run.change(day, trigger).to_metadata()),
-                "fetch": plan.mode,
-                "wb_pages": run.requests,
-                "rows_fetched": run.rows_fetched,
-                "rows_in_day": dg.day_rows(warehouse.connect, feed, cabinet_id, day),
-                "changed_days": MetadataValue.json(iso_days(run.changed_days)),
-            }
-        )
-
-    return _asset
 
 
 wb_orders = _feed_asset(
     dg.ORDERS,
+    dg.sync_orders_day,
     "WB orders (statistics /api/v1/supplier/orders): one row per order (srid) with its current state, "
     "cancellation included, in the partition of the order's Moscow day.",
 )
 wb_sales = _feed_asset(
     dg.SALES,
+    dg.sync_sales_day,
     "WB sales and returns (statistics /api/v1/supplier/sales): one row per saleID (S… sale, R… return), "
     "in the partition of the sale's Moscow day.",
 )

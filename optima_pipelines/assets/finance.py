@@ -16,6 +16,7 @@ from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import finance as fin
+from optima_pipelines.sync.runs import rows_in_day
 
 wb_report_lines = sync_partition_asset(
     fin.FEED,
@@ -28,7 +29,7 @@ wb_report_lines = sync_partition_asset(
         "the changed lines' source orders, which the РНП finance rollup recomputes.",
     },
     fin.sync_day,
-    extra=lambda warehouse, cabinet_id, day: {"rows_in_day": fin.rows_in_day(warehouse.connect, cabinet_id, day)},
+    extra=lambda warehouse, cabinet_id, day: {"rows_in_day": rows_in_day(warehouse.connect, fin.FEED, cabinet_id, day)},
 )
 
 

@@ -40,7 +40,7 @@ from optima_pipelines.partitions import (
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.settings import load_settings
-from optima_pipelines.sync.runs import Sync, SyncInput, SyncRun
+from optima_pipelines.sync.runs import Sync, SyncInput, SyncRun, stored_runs
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse.cabinet_lock import held
 from optima_pipelines.warehouse.cabinets import get_cabinet
@@ -156,8 +156,10 @@ def sync_partition_asset(
     by cabinet × day (``by_day``) or by cabinet: materializing a partition runs ``load`` (the
     domain's partition entry point, given ``SyncInput.day``) with the interactive WB wait. Each
     asset gets its run's figures (a `cabinet|day` partition: its ``DayChange``); other days or
-    feeds the load changed get their materializations too. A WB pause beyond the wait fails the run, naming when to try again; ``check`` may refuse a
-    partition before anything is asked of WB; ``extra`` adds metadata to a day's result."""
+    feeds the load changed get their materializations too, and so do the days of pages a failing load
+    committed. A WB pause beyond the wait fails the run, naming when to try again; ``check`` may refuse a
+    partition before anything is asked of WB; ``extra`` adds metadata to a day's result, and the load's
+    ``SyncInput.notes`` to every result."""
     specs = [AssetSpec(key, group_name=group, kinds={"postgres"}, description=d) for key, d in descriptions.items()]
     own = set(descriptions)
 
@@ -184,9 +186,12 @@ def sync_partition_asset(
                     run_id=context.run_id,
                     trigger=trigger,
                     day=day,
+                    backfill_id=context.run.tags.get(BACKFILL_TAG),
                 )
                 runs = load(inp)
         except Exception as exc:
+            if day is not None:  # pages committed before the failure: report the days they changed
+                emit_days(context, stored_runs(exc), trigger=trigger)
             fail_on_permanent(exc, f"{name} {where}")
             raise
         for run in runs:
@@ -210,6 +215,7 @@ def sync_partition_asset(
                 meta = dagster_metadata(run.change(day, trigger).to_metadata())
                 if extra is not None:
                     meta.update(extra(warehouse, cabinet_id, day))
+            meta.update(dagster_metadata(inp.notes))
             yield MaterializeResult(asset_key=run.feed, metadata={**meta, "wb_requests": run.requests})
 
     return _asset

@@ -278,44 +278,43 @@ def plan_partition_fetch(day: date, *, backfill_id: str | None, memo: dict[str, 
     return PartitionFetch("range", day)
 
 
-def load_partition(
-    connect: Connect,
-    client_factory: Callable[[], WbClient],
-    feed: Feed,
-    cabinet_id: str,
-    day: date,
-    *,
-    backfill_id: str | None,
-    run_id: str | None,
-) -> tuple[PartitionFetch, SyncRun]:
+def load_partition(inp: SyncInput, feed: Feed) -> SyncRun:
+    """The `cabinet|day` partition ``inp.day`` of ``feed``: that day exactly, or inside a backfill
+    (``inp.backfill_id``) WB's change feed from it once for every later day of the backfill (see
+    ``plan_partition_fetch``). ``inp.notes["fetch"]`` says which (day, range or memo)."""
+    assert inp.day is not None
+    day = inp.day
     memo_feed = feed.name + RANGE_MEMO_SUFFIX
-    with connect() as conn:
-        memo = get_state(conn, cabinet_id, memo_feed).cursor
-    plan = plan_partition_fetch(day, backfill_id=backfill_id, memo=memo)
+    with inp.connect() as conn:
+        memo = get_state(conn, inp.cabinet_id, memo_feed).cursor
+    plan = plan_partition_fetch(day, backfill_id=inp.backfill_id, memo=memo)
+    inp.notes["fetch"] = plan.mode
     if plan.mode == "memo":
-        return plan, SyncRun(QUEUE, feed.asset, cabinet_id, run_id, "backfill")
-    with client_factory() as client:
-        if plan.mode == "day":
-            run = load_feed(
-                connect, client, feed, cabinet_id, day, flag=1, run_id=run_id, trigger="manual", only_day=day
-            )
-        else:
-            run = load_feed(
-                connect, client, feed, cabinet_id, window_start(day), flag=0, run_id=run_id, trigger="backfill"
-            )
+        return SyncRun(QUEUE, feed.asset, inp.cabinet_id, inp.run_id, inp.trigger)
+    date_from, flag, only_day = (day, 1, day) if plan.mode == "day" else (window_start(day), 0, None)
+    run = load_feed(
+        inp.connect,
+        inp.client(),
+        feed,
+        inp.cabinet_id,
+        date_from,
+        flag=flag,
+        run_id=inp.run_id,
+        trigger=inp.trigger,
+        only_day=only_day,
+    )
     if plan.mode == "range" and run.deferred_until is None:
-        with connect() as conn, conn.transaction():
-            memo = {"from": day.isoformat(), "backfill": backfill_id, "fetched_at": now_moscow().isoformat()}
-            save_cursor(conn, cabinet_id, memo_feed, memo, run_id)
-    return plan, run
+        with inp.connect() as conn, conn.transaction():
+            memo = {"from": day.isoformat(), "backfill": inp.backfill_id, "fetched_at": now_moscow().isoformat()}
+            save_cursor(conn, inp.cabinet_id, memo_feed, memo, inp.run_id)
+    return run
 
 
-def day_rows(connect: Connect, feed: Feed, cabinet_id: str, day: date) -> int:
-    with connect() as conn:
-        row = conn.execute(
-            psycopg.sql.SQL("SELECT count(*) FROM {} WHERE cabinet_id = %s AND day = %s").format(
-                psycopg.sql.Identifier(feed.table)
-            ),
-            (cabinet_id, day),
-        ).fetchone()
-    return int(row[0]) if row else 0
+def sync_orders_day(inp: SyncInput) -> list[SyncRun]:
+    """The `wb_orders` partition ``inp.day`` (see ``load_partition``)."""
+    return [load_partition(inp, ORDERS)]
+
+
+def sync_sales_day(inp: SyncInput) -> list[SyncRun]:
+    """The `wb_sales` partition ``inp.day`` (see ``load_partition``)."""
+    return [load_partition(inp, SALES)]

@@ -235,14 +235,6 @@ def sync_day(inp: SyncInput) -> list[SyncRun]:
     return [load_report(inp.connect, inp.client(), inp.cabinet_id, day, day, run_id=inp.run_id, trigger=inp.trigger)]
 
 
-def rows_in_day(connect: Connect, cabinet_id: str, day: date) -> int:
-    with connect() as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM wb_report_lines WHERE cabinet_id = %s AND day = %s", (cabinet_id, day)
-        ).fetchone()
-    return int(row[0]) if row else 0
-
-
 def import_upload(inp: SyncInput) -> list[SyncRun]:
     """A user's uploaded report (``options``: path, format): parsed, checked to be the cabinet's, written."""
     path = Path(inp.options["path"])

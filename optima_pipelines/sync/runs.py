@@ -21,6 +21,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import OptimaError
@@ -194,7 +195,8 @@ class SyncInput:
 
     ``client()`` opens the cabinet's WB client on first use (the caller closes it when the run ends).
     ``should_yield`` is asked between pages by the loads that can stop early for a waiting user run.
-    ``notes`` collect extra facts for the request's result (e.g. lines an upload shared with the API).
+    ``notes`` collect extra facts for the run's result: the request's (e.g. lines an upload shared with
+    the API), or a partition asset's materialization metadata (e.g. how digitization fetched the day).
     """
 
     connect: Connect
@@ -209,6 +211,8 @@ class SyncInput:
     date_from: date | None = None
     #: A partition's Moscow day: load exactly that day (a `cabinet|day` partition run).
     day: date | None = None
+    #: The Dagster backfill a partition run belongs to (digitization fetches a backfill's days once).
+    backfill_id: str | None = None
     #: Job-specific settings (the report import's file path and format).
     options: Mapping[str, Any] = field(default_factory=dict)
     should_yield: Callable[[], bool] = _never
@@ -253,6 +257,16 @@ def record_failure(connect: Connect, runs: Iterable[SyncRun], error: BaseExcepti
                 run.record(conn, status="failure", error=f"{error.__class__.__name__}: {error}")
     except (psycopg.Error, OptimaError):
         pass  # the figures are lost, not the reason: the run fails with the original error
+
+
+def rows_in_day(connect: Connect, table: str, cabinet_id: str, day: date) -> int:
+    """How many rows of a `cabinet|day` feed table the partition holds now."""
+    with connect() as conn:
+        row = conn.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE cabinet_id = %s AND day = %s").format(sql.Identifier(table)),
+            (cabinet_id, day),
+        ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def due_resumes_by_feed(conn: psycopg.Connection, feeds: list[str], now: datetime) -> dict[tuple[str, str], datetime]:
