@@ -10,7 +10,8 @@ from optima_pipelines.orchestration.retries import DEFAULT_RETRY, fail_on_perman
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import news
-from optima_pipelines.warehouse.cabinets import get_token, list_cabinets
+from optima_pipelines.sync.runs import ANY_CABINET, SyncInput
+from optima_pipelines.warehouse.cabinets import get_token
 from optima_pipelines.wb import PostgresLimiterStore, RateLimiter, WbClient, token_type_of
 
 
@@ -35,27 +36,22 @@ def kb_articles(context: AssetExecutionContext, warehouse: Warehouse, wb: WbApi)
     """WB's news for sellers (`GET /api/communications/v2/news`): header, text, publication time and
     topics, for the knowledge base. Incremental by news id; read with any active cabinet's token (the
     next one when WB rejects it), never more than one request a minute."""
-    with warehouse.connect() as conn:
-        cabinets = [c.id for c in list_cabinets(conn, status="active") if c.has_token]
-    client_for = news_client_factory(warehouse, wb)
     trigger = "scheduled" if context.run.tags.get(TAG_TRIGGER) == "schedule" else "manual"
+    inp = SyncInput(
+        connect=warehouse.connect,
+        cabinet_id=ANY_CABINET,
+        run_id=context.run_id,
+        trigger=trigger,
+        client_for=news_client_factory(warehouse, wb),
+    )
     try:
-        result = news.sync_news(
-            warehouse.connect,
-            client_for,
-            cabinets,
-            run_id=context.run_id,
-            trigger=trigger,
-            time_scale=wb.config().time_scale,
-        )
+        (run,) = news.sync(inp)
     except news.NoNewsToken as exc:
         raise Failure(description=str(exc), allow_retries=False) from None
     except Exception as exc:
         fail_on_permanent(exc, "WB news")
         raise
-    run = result.run
-    assert run is not None
-    context.log.info(f"news: {result.summary()}")
+    context.log.info(f"news: {run.summary() | inp.notes | {'cabinet': run.cabinet_id}}")
     return MaterializeResult(
         metadata={
             "rows_fetched": run.rows_fetched,
@@ -63,8 +59,8 @@ def kb_articles(context: AssetExecutionContext, warehouse: Warehouse, wb: WbApi)
             "rows_updated": run.merge.updated,
             "wb_requests": run.requests,
             "token_of_cabinet": run.cabinet_id,
-            "rejected_tokens_of": ", ".join(result.rejected) or "none",
-            "paused_until": result.paused_until.isoformat() if result.paused_until else "",
+            "rejected_tokens_of": ", ".join(inp.notes["rejected_tokens_of"]) or "none",
+            "paused_until": run.deferred_until.isoformat() if run.deferred_until else "",
             "trigger": trigger,
         }
     )

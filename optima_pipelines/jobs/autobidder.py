@@ -4,9 +4,9 @@
 
 A request of kind ``autobidder-sync`` (sensors/autobidder.py) runs ``autobidder_sync`` for its
 cabinet at user priority, in a queue of its own so that it never waits behind the scheduled ads
-backlog: the cabinet's campaigns with their current bids, then the ad statistics of the last three
-days, waiting out WB's fullstats pace (one request per 20 s) rather than deferring. The request
-row gets the run id as soon as the run starts.
+backlog (its entry point is ``sync.ads.sync_on_demand``): the cabinet's campaigns with their
+current bids, then the ad statistics of the last three days, waiting out WB's fullstats pace (one
+request per 20 s) rather than deferring. The request row gets the run id as soon as the run starts.
 
 **The bid engine** (``autobidder_bid_engine``): one cabinet's bids (engines/autobidder.py
 ``apply_bids``). Its 60-s sensor (sensors/autobidder.py) sweeps the cabinets with a bid to change
@@ -31,24 +31,12 @@ QUEUE = AUTOBIDDER_SYNC
 BID_QUEUE = AUTOBIDDER_BID_ENGINE
 
 
-def _on_demand(inp: SyncInput) -> list[SyncRun]:
-    return ads.sync_ads(
-        inp.connect,
-        inp.client(),
-        inp.cabinet_id,
-        run_id=inp.run_id,
-        trigger=inp.trigger,
-        queue=QUEUE,
-        state_feed=None,  # a whole cycle, never the rest of a scheduled one
-    )
-
-
 autobidder_sync_job = cabinet_sync_job(
     SyncJobSpec(
         name="autobidder_sync",
         queue=QUEUE,
         feeds=(ads.CAMPAIGNS_FEED, ads.STATS_FEED),
-        body=_on_demand,
+        body=ads.sync_on_demand,
         description="On demand (request kind autobidder-sync): the cabinet's campaigns, bids and the last "
         "three days of ad statistics, at user priority.",
         user_trigger="manual",

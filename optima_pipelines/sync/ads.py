@@ -21,7 +21,7 @@ import psycopg
 
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import merge_rows
-from optima_pipelines.orchestration.queues import RNP_ADS_SYNC
+from optima_pipelines.orchestration.queues import AUTOBIDDER_SYNC, RNP_ADS_SYNC
 from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, note_stored, page_connection
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
@@ -243,4 +243,18 @@ def sync(inp: SyncInput) -> list[SyncRun]:
         run_id=inp.run_id,
         trigger=inp.trigger,
         days=inp.window_days,
+    )
+
+
+def sync_on_demand(inp: SyncInput) -> list[SyncRun]:
+    """An `autobidder-sync` request: a whole cycle of ``sync_ads`` (never the rest of a scheduled
+    one), in the autobidder's queue."""
+    return sync_ads(
+        inp.connect,
+        inp.client(),
+        inp.cabinet_id,
+        run_id=inp.run_id,
+        trigger=inp.trigger,
+        queue=AUTOBIDDER_SYNC,
+        state_feed=None,
     )

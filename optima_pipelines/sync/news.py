@@ -18,10 +18,9 @@ is asked again in a later slot.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 
@@ -29,8 +28,9 @@ from optima_pipelines.errors import OptimaError
 from optima_pipelines.load import merge_rows
 from optima_pipelines.logs import get_logger
 from optima_pipelines.orchestration.queues import KB_WB_NEWS_SYNC
-from optima_pipelines.sync.runs import Connect, SyncRun
+from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun
 from optima_pipelines.timeutil import today_moscow
+from optima_pipelines.warehouse.cabinets import list_cabinets
 from optima_pipelines.wb import News, WbAuthError, WbClient, WbDeferred, WbUnavailable
 from optima_pipelines.wb.client import NEWS_MAX_ITEMS
 
@@ -52,26 +52,6 @@ class NoNewsToken(OptimaError):
     """No active cabinet's token could read WB's news."""
 
 
-@dataclass
-class NewsRun:
-    """What a news sync did: its figures (under the cabinet whose token served), the tokens WB
-    rejected on the way, and whether it stopped early to keep WB's pace."""
-
-    run: SyncRun | None = None
-    rejected: list[str] = field(default_factory=list)
-    pages: int = 0
-    paused_until: datetime | None = None
-
-    def summary(self) -> dict[str, object]:
-        return {
-            **(self.run.summary() if self.run else {}),
-            "cabinet": self.run.cabinet_id if self.run else None,
-            "rejected_tokens_of": self.rejected,
-            "pages": self.pages,
-            "paused_until": self.paused_until.isoformat() if self.paused_until else None,
-        }
-
-
 #: A PostgreSQL advisory lock (session level: released if the process dies) held by whoever is
 #: sending a news request, so requests from any run or process go one after the other.
 NEWS_LOCK_KEY = "optima:wb-news"
@@ -88,9 +68,7 @@ class Paused(Exception):
 
 
 @contextmanager
-def request_slot(
-    connect: Connect, cabinet_id: str, interval: float, max_wait: float, sleep: Callable[[float], None]
-) -> Iterator[None]:
+def request_slot(connect: Connect, cabinet_id: str, interval: float, max_wait: float) -> Iterator[None]:
     """Send one news request inside this block, at least ``interval`` seconds after the end of the
     previous one (any run, any process); raises ``Paused`` when that is more than ``max_wait`` away."""
     with connect() as conn:
@@ -112,7 +90,7 @@ def request_slot(
             allowed, wait = row[0], float(row[1] or 0)
             if wait > max_wait:
                 raise Paused(allowed)
-            sleep(wait)
+            time.sleep(wait)
             # Noted before sending (a request cut short still counts) and again once it is answered.
             note = "UPDATE news_sync_state SET last_request_at = clock_timestamp(), last_cabinet_id = %s, updated_at = now()"
             conn.execute(note, (cabinet_id,))
@@ -139,73 +117,58 @@ def token_order(connect: Connect, cabinets: Sequence[str]) -> list[str]:
     return [last, *(c for c in ordered if c != last)] if last in ordered else ordered
 
 
-def sync_news(
-    connect: Connect,
-    client_for: Callable[[str], WbClient],
-    cabinets: Sequence[str],
-    *,
-    run_id: str | None,
-    trigger: str,
-    time_scale: float = 1.0,
-    max_pages: int = MAX_PAGES_PER_RUN,
-    sleep: Callable[[float], None] = time.sleep,
-    today: date | None = None,
-) -> NewsRun:
-    """Load new news with the first active cabinet's token WB accepts. Raises NoNewsToken when
-    there is no cabinet, or WB rejected every token."""
+def sync(inp: SyncInput) -> list[SyncRun]:
+    """Load new news with the first active cabinet's token WB accepts (``inp.client_for``): one
+    SyncRun, under the cabinet whose token served (``deferred_until``: it stopped early to keep
+    WB's pace). ``inp.notes`` say whose tokens WB rejected on the way and how many pages came.
+    Raises NoNewsToken when there is no cabinet, or WB rejected every token."""
+    assert inp.client_for is not None, "the news sync reads with any cabinet's token: it needs client_for"
+    with inp.connect() as conn:
+        cabinets = [c.id for c in list_cabinets(conn, status="active") if c.has_token]
     if not cabinets:
         raise NoNewsToken("no active cabinet with a WB token to read the news with")
-    interval = REQUEST_INTERVAL_SECONDS / time_scale
-    result = NewsRun()
+    rejected: list[str] = []
+    inp.notes.update(rejected_tokens_of=rejected, pages=0)
     last_error = ""
-    for cabinet_id in token_order(connect, cabinets):
-        with client_for(cabinet_id) as client:
+    for cabinet_id in token_order(inp.connect, cabinets):
+        run = SyncRun(QUEUE, FEED, cabinet_id, inp.run_id, inp.trigger)
+        with inp.client_for(cabinet_id) as client:
             try:
-                _sync_with(connect, client, cabinet_id, result, interval, max_pages, sleep, run_id, trigger, today)
-                return result
+                _sync_with(inp, client, run)
+                return [run]
             except WbAuthError as exc:
                 log.warning("WB rejected the news request with cabinet %s's token; trying the next cabinet", cabinet_id)
-                result.rejected.append(cabinet_id)
-                if result.run is not None:  # pages stored before the rejection stay, and are counted
-                    with connect() as conn, conn.transaction():
-                        result.run.record(conn, status="failure", error=str(exc))
-                result.run = None
+                rejected.append(cabinet_id)
+                # Pages stored before the rejection stay, and are counted.
+                with inp.connect() as conn, conn.transaction():
+                    run.record(conn, status="failure", error=str(exc))
                 last_error = str(exc)
     raise NoNewsToken(
-        f"WB rejected the token of every active cabinet for the news ({', '.join(result.rejected)}); last: {last_error}"
+        f"WB rejected the token of every active cabinet for the news ({', '.join(rejected)}); last: {last_error}"
     )
 
 
-def _sync_with(
-    connect: Connect,
-    client: WbClient,
-    cabinet_id: str,
-    result: NewsRun,
-    interval: float,
-    max_pages: int,
-    sleep: Callable[[float], None],
-    run_id: str | None,
-    trigger: str,
-    today: date | None,
-) -> None:
-    run = result.run = SyncRun(QUEUE, FEED, cabinet_id, run_id, trigger)
+def _sync_with(inp: SyncInput, client: WbClient, run: SyncRun) -> None:
+    """Page after page with one cabinet's token, each page in a request slot of its own, until WB
+    has no more, the run's MAX_PAGES_PER_RUN are done, or the next slot is too far away."""
+    interval = REQUEST_INTERVAL_SECONDS / client.config.time_scale
     failures = 0
-    while result.pages < max_pages:
+    while inp.notes["pages"] < MAX_PAGES_PER_RUN:
         try:
-            with request_slot(connect, cabinet_id, interval, interval + 1, sleep):
+            with request_slot(inp.connect, run.cabinet_id, interval, interval + 1):
                 # One request per slot: each page is asked for on its own, from the stored cursor.
-                last_id = news_cursor(connect)
+                last_id = news_cursor(inp.connect)
                 if last_id is not None:
                     pages = client.iter_news(from_id=last_id + 1)
                 else:
-                    pages = client.iter_news(from_date=(today or today_moscow()) - timedelta(days=FIRST_SYNC_DAYS))
+                    pages = client.iter_news(from_date=today_moscow() - timedelta(days=FIRST_SYNC_DAYS))
                 run.requests += 1
                 page = next(pages, None)
         except Paused as paused:
-            result.paused_until = paused.until
+            run.deferred_until, run.deferred_reason = paused.until, "WB's one news request a minute"
             break
         except WbDeferred as deferred:
-            result.paused_until = deferred.resume_at
+            run.deferred_until, run.deferred_reason = deferred.resume_at, str(deferred)
             break
         except WbUnavailable:
             failures += 1
@@ -215,11 +178,11 @@ def _sync_with(
         failures = 0
         if page is None:
             break
-        result.pages += 1
+        inp.notes["pages"] += 1
         run.fetched([None] * len(page))
-        with connect() as conn, conn.transaction():
+        with inp.connect() as conn, conn.transaction():
             run.merge += merge_rows(conn, FEED, COLUMNS, ("news_id",), [n.copy_row() for n in page], day_column=None)
         if len(page) < NEWS_MAX_ITEMS:
             break
-    with connect() as conn, conn.transaction():
+    with inp.connect() as conn, conn.transaction():
         run.record(conn)

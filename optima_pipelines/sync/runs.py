@@ -188,22 +188,36 @@ def _never() -> bool:
     return False
 
 
+#: The ``cabinet_id`` of a run that serves no one cabinet (the news); its SyncRuns name the cabinet
+#: whose token served.
+ANY_CABINET = "*"
+
+
+def _no_client() -> WbClient:
+    raise RuntimeError("this run serves no one cabinet: its sync opens WB clients with client_for")
+
+
 @dataclass
 class SyncInput:
     """What every sync takes from its run, free of Dagster: the one argument of a sync's entry point
-    (``Sync``), built by the job (assets/wb_sync.py) or the partition asset that runs it.
+    (``Sync``), built by the job (jobs/wb_sync.py) or the asset that runs it.
 
-    ``client()`` opens the cabinet's WB client on first use (the caller closes it when the run ends).
+    ``client()`` opens the cabinet's WB client on first use (the caller closes it when the run ends);
+    a run that serves no one cabinet (the news) gets ``client_for`` instead.
     ``should_yield`` is asked between pages by the loads that can stop early for a waiting user run.
     ``notes`` collect extra facts for the run's result: the request's (e.g. lines an upload shared with
     the API), or a partition asset's materialization metadata (e.g. how digitization fetched the day).
     """
 
     connect: Connect
-    client: Callable[[], WbClient]
+    #: The cabinet the run serves; ANY_CABINET for a sync that serves none (``client_for``).
     cabinet_id: str
     run_id: str | None
     trigger: str
+    client: Callable[[], WbClient] = _no_client
+    #: WB clients by cabinet, for the sync that serves no one cabinet: the news are WB's, read with
+    #: any active cabinet's token (the next one when WB rejects it); the sync closes each.
+    client_for: Callable[[str], WbClient] | None = None
     request_id: int | None = None
     #: Days back to cover, today included, for syncs that work on a window (None: their own).
     window_days: int | None = None

@@ -14,6 +14,7 @@ from dagster import materialize
 from optima_pipelines.definitions import RESOURCES
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.sync import news
+from optima_pipelines.sync.runs import ANY_CABINET, SyncInput
 from optima_pipelines.warehouse.cabinets import get_token
 from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 from optima_pipelines.wb import WbClient, WbConfig
@@ -104,16 +105,14 @@ def test_one_request_a_minute_across_runs_and_a_revoked_token_fails_over(wb, war
     results = []
 
     def sync() -> None:
-        results.append(
-            news.sync_news(
-                warehouse.connect,
-                recorder.client_for,
-                ["c1", "c2"],
-                run_id=None,
-                trigger="manual",
-                time_scale=TIME_SCALE,
-            )
+        inp = SyncInput(
+            connect=warehouse.connect,
+            cabinet_id=ANY_CABINET,
+            run_id=None,
+            trigger="manual",
+            client_for=recorder.client_for,
         )
+        results.append((news.sync(inp), inp.notes))
 
     # Two syncs at once (a manual run beside the scheduled one) share WB's one request a minute.
     threads = [threading.Thread(target=sync) for _ in range(2)]
@@ -123,8 +122,8 @@ def test_one_request_a_minute_across_runs_and_a_revoked_token_fails_over(wb, war
         t.join(timeout=60)
     assert len(results) == 2
     assert articles(warehouse_conn) == truth_articles(wb)
-    assert all(r.run is not None and r.run.cabinet_id == "c2" for r in results)
-    assert any(r.rejected == ["c1"] for r in results)
+    assert all([run.cabinet_id for run in runs] == ["c2"] for runs, _ in results)
+    assert any(notes["rejected_tokens_of"] == ["c1"] for _, notes in results)
     assert len(recorder.sent) >= 4  # c1's rejected request, and c2's pages in both runs
     assert min(recorder.gaps()) >= INTERVAL * 0.9, recorder.gaps()
 
