@@ -235,26 +235,25 @@ def sync_stats_day(inp: SyncInput) -> list[SyncRun]:
 
 
 def sync(inp: SyncInput) -> list[SyncRun]:
-    """The 5-minute sync: ``sync_ads`` over ``window_days`` (else WINDOW_DAYS)."""
-    return sync_ads(
-        inp.connect,
-        inp.client(),
-        inp.cabinet_id,
-        run_id=inp.run_id,
-        trigger=inp.trigger,
-        days=inp.window_days,
-    )
+    """The 5-minute sync: ``sync_ads`` over ``window_days`` (else WINDOW_DAYS), resuming a cycle a
+    deferral left unfinished."""
+    return _cycle(inp, QUEUE, STATE_FEED)
 
 
 def sync_on_demand(inp: SyncInput) -> list[SyncRun]:
     """An `autobidder-sync` request: a whole cycle of ``sync_ads`` (never the rest of a scheduled
     one), in the autobidder's queue."""
+    return _cycle(inp, AUTOBIDDER_SYNC, None)
+
+
+def _cycle(inp: SyncInput, queue: str, state_feed: str | None) -> list[SyncRun]:
     return sync_ads(
         inp.connect,
         inp.client(),
         inp.cabinet_id,
         run_id=inp.run_id,
         trigger=inp.trigger,
-        queue=AUTOBIDDER_SYNC,
-        state_feed=None,
+        queue=queue,
+        state_feed=state_feed,
+        days=inp.window_days,
     )

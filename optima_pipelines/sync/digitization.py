@@ -169,6 +169,32 @@ def load_feed(
     return run
 
 
+def _load(
+    inp: SyncInput,
+    feed: Feed,
+    date_from: datetime | date,
+    *,
+    flag: int,
+    cursor_feed: str | None = None,
+    only_day: date | None = None,
+    should_yield: Callable[[], bool] | None = None,
+) -> SyncRun:
+    """``load_feed`` for the cabinet and run of ``inp``."""
+    return load_feed(
+        inp.connect,
+        inp.client(),
+        feed,
+        inp.cabinet_id,
+        date_from,
+        flag=flag,
+        run_id=inp.run_id,
+        trigger=inp.trigger,
+        cursor_feed=cursor_feed,
+        only_day=only_day,
+        should_yield=should_yield,
+    )
+
+
 def _note_moved_lines(conn: psycopg.Connection, run: SyncRun, cabinet_id: str, rows: Sequence[tuple[Any, ...]]) -> None:
     """Before an orders page is merged: which report lines it moves to its orders' days, from where."""
     if not rows:
@@ -224,18 +250,7 @@ def _sync_feeds(inp: SyncInput, start: Callable[[Feed], tuple[datetime, str | No
     try:
         for feed in (ORDERS, SALES):
             date_from, cursor_feed = start(feed)
-            run = load_feed(
-                inp.connect,
-                inp.client(),
-                feed,
-                inp.cabinet_id,
-                date_from,
-                flag=0,
-                run_id=inp.run_id,
-                trigger=inp.trigger,
-                cursor_feed=cursor_feed,
-                should_yield=inp.should_yield,
-            )
+            run = _load(inp, feed, date_from, flag=0, cursor_feed=cursor_feed, should_yield=inp.should_yield)
             runs.append(run)
             log.info("%s of %s from %s: %s", feed.name, inp.cabinet_id, date_from, run.summary())
     except Exception as exc:
@@ -292,17 +307,7 @@ def load_partition(inp: SyncInput, feed: Feed) -> SyncRun:
     if plan.mode == "memo":
         return SyncRun(QUEUE, feed.asset, inp.cabinet_id, inp.run_id, inp.trigger)
     date_from, flag, only_day = (day, 1, day) if plan.mode == "day" else (window_start(day), 0, None)
-    run = load_feed(
-        inp.connect,
-        inp.client(),
-        feed,
-        inp.cabinet_id,
-        date_from,
-        flag=flag,
-        run_id=inp.run_id,
-        trigger=inp.trigger,
-        only_day=only_day,
-    )
+    run = _load(inp, feed, date_from, flag=flag, only_day=only_day)
     if plan.mode == "range" and run.deferred_until is None:
         with inp.connect() as conn, conn.transaction():
             memo = {"from": day.isoformat(), "backfill": inp.backfill_id, "fetched_at": now_moscow().isoformat()}
