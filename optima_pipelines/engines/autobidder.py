@@ -35,8 +35,7 @@ import psycopg
 from optima_pipelines.db.statements import upsert
 from optima_pipelines.engines.audit import begin_action, finish_action
 from optima_pipelines.sync.runs import Connect
-from optima_pipelines.wb import WbAuthError, WbClient, WbDeferred, WbError
-from optima_pipelines.wb.models import BidUpdate
+from optima_pipelines.wb import BidUpdate, WbAuthError, WbClient, WbDeferred, WbError
 
 ENGINE = "autobidder"
 STRATEGIES = ("target_cpo", "target_drr")

@@ -44,8 +44,7 @@ from optima_pipelines.db.statements import update_where
 from optima_pipelines.engines.audit import begin_action, finish_action, record_action
 from optima_pipelines.orchestration.queues import AUTOREPLY_ANSWER_SEND, AUTOREPLY_SYNC
 from optima_pipelines.sync.runs import SyncInput, SyncRun
-from optima_pipelines.wb import WbClient, WbError
-from optima_pipelines.wb.models import Feedback, Question
+from optima_pipelines.wb import Feedback, Question, WbClient, WbError
 
 ENGINE = "autoreply"
 SYNC_QUEUE = AUTOREPLY_SYNC

@@ -29,7 +29,7 @@ from typing import Any
 import psycopg
 
 from optima_pipelines.engines.audit import record_action
-from optima_pipelines.wb.models import AcceptanceCoefficient
+from optima_pipelines.wb import AcceptanceCoefficient
 
 ENGINE = "booking"
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date, timedelta
+from typing import Any
 
 import psycopg
 
@@ -39,9 +40,53 @@ CHUNK = 50
 #: The longest period fullstats serves in one request.
 MAX_WINDOW_DAYS = 31
 
-CAMPAIGN_COLUMNS = ("cabinet_id", *Campaign.COLUMNS)
-PRODUCT_COLUMNS = ("cabinet_id", *Campaign.PRODUCT_COLUMNS)
+#: ``ad_campaigns``: one row per campaign (``campaign_row``).
+CAMPAIGN_COLUMNS = (
+    "cabinet_id",
+    "advert_id",
+    "name",
+    "status",
+    "bid_type",
+    "payment_type",
+    "currency",
+    "created_at",
+    "updated_at",
+    "started_at",
+)
+#: ``ad_campaign_products``: one row per product of a campaign, bids in kopecks (``product_rows``).
+PRODUCT_COLUMNS = (
+    "cabinet_id",
+    "advert_id",
+    "nm_id",
+    "subject_id",
+    "subject_name",
+    "bid_search_kopecks",
+    "bid_recommendations_kopecks",
+)
 STATS_COLUMNS = ("cabinet_id", *AdStat.COLUMNS, "is_associated")
+
+
+def campaign_row(cabinet_id: str, c: Campaign) -> tuple[Any, ...]:
+    t = c.timestamps
+    return (
+        cabinet_id,
+        c.id,
+        c.settings.name,
+        c.status,
+        c.bid_type,
+        c.settings.payment_type,
+        c.currency,
+        t.created,
+        t.updated,
+        t.started,
+    )
+
+
+def product_rows(cabinet_id: str, c: Campaign) -> list[tuple[Any, ...]]:
+    return [
+        (cabinet_id, c.id, p.nm_id, p.subject.id, p.subject.name, p.bids_kopecks.search, p.bids_kopecks.recommendations)
+        for p in c.products
+    ]
 
 
 def ads_window(today: date | None = None, days: int | None = None) -> tuple[date, date]:
@@ -66,7 +111,7 @@ def load_campaigns(
     run = SyncRun(queue, CAMPAIGNS_FEED, cabinet_id, run_id, trigger)
     campaigns = client.list_campaigns()
     run.requests += 1
-    products = [row for c in campaigns for row in c.product_rows()]
+    products = [row for c in campaigns for row in product_rows(cabinet_id, c)]
     run.fetched([None] * (len(campaigns) + len(products)))
     with connect() as conn, conn.transaction():
         run.merge += merge_rows(
@@ -74,7 +119,7 @@ def load_campaigns(
             "ad_campaigns",
             CAMPAIGN_COLUMNS,
             ("cabinet_id", "advert_id"),
-            [(cabinet_id, *c.copy_row()) for c in campaigns],
+            [campaign_row(cabinet_id, c) for c in campaigns],
             day_column=None,
         )
         run.merge += merge_rows(
@@ -82,7 +127,7 @@ def load_campaigns(
             "ad_campaign_products",
             PRODUCT_COLUMNS,
             ("cabinet_id", "advert_id", "nm_id"),
-            [(cabinet_id, *row) for row in products],
+            products,
             day_column=None,
         )
         gone = conn.execute(
@@ -90,7 +135,7 @@ def load_campaigns(
                WHERE p.cabinet_id = %s AND p.advert_id = ANY(%s)
                  AND (p.advert_id, p.nm_id) NOT IN (SELECT * FROM unnest(%s::bigint[], %s::bigint[]))
                RETURNING 1""",
-            (cabinet_id, [c.id for c in campaigns], [r[0] for r in products], [r[1] for r in products]),
+            (cabinet_id, [c.id for c in campaigns], [r[1] for r in products], [r[2] for r in products]),
         ).fetchall()
         run.deleted([None] * len(gone))
     return run, campaigns

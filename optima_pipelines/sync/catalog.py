@@ -16,6 +16,10 @@ wait long, and a listing cut short by WB deletes nothing.
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
+
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import CATALOG_SYNC
 from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection
@@ -24,8 +28,55 @@ from optima_pipelines.wb import Card, Price, WbClient, WbDeferred
 QUEUE = CATALOG_SYNC
 CARDS_STATE_FEED = "cards"
 PRICES_STATE_FEED = "prices"
-CARD_COLUMNS = ("cabinet_id", *Card.COLUMNS)
-PRICE_COLUMNS = ("cabinet_id", *Price.COLUMNS)
+#: ``products``: one row per card (``card_row``).
+CARD_COLUMNS = (
+    "cabinet_id",
+    "nm_id",
+    "imt_id",
+    "vendor_code",
+    "brand",
+    "subject_id",
+    "subject_name",
+    "title",
+    "sizes",
+    "wb_updated_at",
+)
+#: ``prices``: one row per priced product (``price_row``).
+PRICE_COLUMNS = ("cabinet_id", "nm_id", "vendor_code", "price", "discount", "club_discount", "currency", "sizes")
+
+
+def card_row(cabinet_id: str, c: Card) -> tuple[Any, ...]:
+    """``sizes`` as JSON text (``[{chrtID, techSize, skus}]``) for the jsonb column."""
+    sizes = msgspec.json.encode([{"chrtID": s.chrt_id, "techSize": s.tech_size, "skus": s.skus} for s in c.sizes])
+    return (
+        cabinet_id,
+        c.nm_id,
+        c.imt_id,
+        c.vendor_code,
+        c.brand,
+        c.subject_id,
+        c.subject_name,
+        c.title,
+        sizes.decode(),
+        c.updated_at,
+    )
+
+
+def price_row(cabinet_id: str, p: Price) -> tuple[Any, ...]:
+    """The first size's price (see ``Price``); every size in ``sizes`` (JSON text, WB's names)."""
+    sizes = msgspec.json.encode(
+        [
+            {
+                "sizeID": s.size_id,
+                "price": s.price,
+                "discountedPrice": s.discounted_price,
+                "clubDiscountedPrice": s.club_discounted_price,
+                "techSizeName": s.tech_size_name,
+            }
+            for s in p.sizes
+        ]
+    )
+    return (cabinet_id, p.nm_id, p.vendor_code, p.price, p.discount, p.club_discount, p.currency, sizes.decode())
 
 
 def sync_cards(connect: Connect, client: WbClient, cabinet_id: str, *, run_id: str | None, trigger: str) -> SyncRun:
@@ -43,7 +94,7 @@ def sync_cards(connect: Connect, client: WbClient, cabinet_id: str, *, run_id: s
                         "products",
                         CARD_COLUMNS,
                         ("cabinet_id", "nm_id"),
-                        [(cabinet_id, *c.copy_row()) for c in page],
+                        [card_row(cabinet_id, c) for c in page],
                         day_column=None,
                     )
         except WbDeferred as deferred:
@@ -80,7 +131,7 @@ def sync_prices(
                         "prices",
                         PRICE_COLUMNS,
                         ("cabinet_id", "nm_id"),
-                        [(cabinet_id, *p.copy_row()) for p in page],
+                        [price_row(cabinet_id, p) for p in page],
                         day_column=None,
                     )
                     added = conn.execute(

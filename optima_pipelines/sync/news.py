@@ -21,7 +21,9 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import msgspec
 import psycopg
 
 from optima_pipelines.errors import OptimaError
@@ -43,7 +45,8 @@ MAX_PAGES_PER_RUN = 10
 #: A request WB answered with a 5xx or 429 is asked again in a later slot, this many times in all.
 #: (Clients for news must not resend by themselves: a resend is a request too.)
 REQUEST_ATTEMPTS = 3
-COLUMNS = News.COLUMNS
+#: ``kb_articles``: one row per news item (``article_row``).
+COLUMNS = ("news_id", "header", "content", "published_at", "types")
 
 log = get_logger(__name__)
 
@@ -100,6 +103,10 @@ def request_slot(connect: Connect, cabinet_id: str, interval: float, max_wait: f
                 conn.execute(note, (cabinet_id,))
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (NEWS_LOCK_KEY,))
+
+
+def article_row(n: News) -> tuple[Any, ...]:
+    return (n.id, n.header, n.content, n.date, msgspec.json.encode(n.types).decode())
 
 
 def news_cursor(connect: Connect) -> int | None:
@@ -181,7 +188,7 @@ def _sync_with(inp: SyncInput, client: WbClient, run: SyncRun) -> None:
         inp.notes["pages"] += 1
         run.fetched([None] * len(page))
         with inp.connect() as conn, conn.transaction():
-            run.merge += merge_rows(conn, FEED, COLUMNS, ("news_id",), [n.copy_row() for n in page], day_column=None)
+            run.merge += merge_rows(conn, FEED, COLUMNS, ("news_id",), [article_row(n) for n in page], day_column=None)
         if len(page) < NEWS_MAX_ITEMS:
             break
     with inp.connect() as conn, conn.transaction():

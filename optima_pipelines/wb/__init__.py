@@ -10,7 +10,10 @@ No Dagster here: ``optima_pipelines.resources.wb.WbApi`` wraps it for assets.
     limiter = RateLimiter(PostgresLimiterStore(warehouse.connect))   # or RateLimiter(): in-process
     with WbClient(cabinet_id, token, config=config, limiter=limiter, token_type="personal") as client:
         for page in client.iter_orders(since, flag=0):   # one list[Order] per WB page
-            load(page)                                   # Order.COLUMNS / order.copy_row() → COPY
+            load(page)                                   # e.g. sync.digitization.load_feed
+
+The models (``Order``, ``Campaign``, ...) are WB's wire schema, one module of ``wb/models/`` per
+WB API section; import them from here.
 
 Methods (every iterator yields one list per WB page; lists are complete or an exception is raised):
 
@@ -67,32 +70,14 @@ from optima_pipelines.wb.errors import (
 from optima_pipelines.wb.http import token_problem, token_type_of
 from optima_pipelines.wb.limiter import LimiterStore, MemoryLimiterStore, PostgresLimiterStore, RateLimiter
 from optima_pipelines.wb.limits import LIMIT_GROUPS, LimitRule, rule_for
-from optima_pipelines.wb.models import (
-    AcceptanceCoefficient,
-    AdStat,
-    BidUpdate,
-    Campaign,
-    CampaignProduct,
-    CampaignRef,
-    Card,
-    CardsCursor,
-    CardsPage,
-    Feedback,
-    FunnelDay,
-    FunnelProduct,
-    MinBid,
-    News,
-    Order,
-    Ping,
-    Price,
-    PriceTaskItem,
-    PriceTaskResult,
-    PriceUpdate,
-    Question,
-    ReportLine,
-    Sale,
-    Stock,
-)
+from optima_pipelines.wb.models.advertising import AdStat, BidUpdate, Campaign, CampaignProduct, CampaignRef, MinBid
+from optima_pipelines.wb.models.analytics import FunnelDay, FunnelProduct, Stock
+from optima_pipelines.wb.models.common import AcceptanceCoefficient, News, Ping
+from optima_pipelines.wb.models.content import Card, CardsCursor, CardsPage
+from optima_pipelines.wb.models.feedbacks import Feedback, Question
+from optima_pipelines.wb.models.finance import ReportLine
+from optima_pipelines.wb.models.prices import Price, PriceTaskItem, PriceTaskResult, PriceUpdate
+from optima_pipelines.wb.models.statistics import Order, Sale
 
 __all__ = [
     "CATEGORIES",

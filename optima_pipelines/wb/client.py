@@ -21,12 +21,59 @@ from datetime import date, datetime, timedelta
 from typing import Any, TypeVar
 
 from optima_pipelines.timeutil import as_moscow
-from optima_pipelines.wb import models as m
 from optima_pipelines.wb.config import CATEGORIES, WbConfig
 from optima_pipelines.wb.errors import WbRequestError
 from optima_pipelines.wb.http import Endpoint, Transport, token_type_of
 from optima_pipelines.wb.limiter import RateLimiter
 from optima_pipelines.wb.limits import ping_group
+from optima_pipelines.wb.models.advertising import (
+    AdStat,
+    BidUpdate,
+    Campaign,
+    CampaignRef,
+    MinBid,
+    PromotionCount,
+    _AdvertsResponse,
+    _BidsResponse,
+    _MinBidsResponse,
+    _StatsCampaign,
+    ad_stats_from,
+)
+from optima_pipelines.wb.models.analytics import (
+    FunnelDay,
+    FunnelProduct,
+    Stock,
+    _FunnelHistoryItem,
+    _FunnelProductsResponse,
+    _StocksResponse,
+    funnel_days_from,
+)
+from optima_pipelines.wb.models.common import AcceptanceCoefficient, News, Ping, _NewsResponse
+from optima_pipelines.wb.models.content import CardsCursor, CardsPage, _CardsResponse
+from optima_pipelines.wb.models.feedbacks import (
+    Feedback,
+    Question,
+    _EnvelopeResponse,
+    _FeedbackResponse,
+    _FeedbacksResponse,
+    _QuestionResponse,
+    _QuestionsResponse,
+)
+from optima_pipelines.wb.models.finance import ReportLine
+from optima_pipelines.wb.models.prices import (
+    PRICE_TASK_DONE_STATUSES,
+    PRICE_TASK_PROCESSING,
+    Price,
+    PriceTaskItem,
+    PriceTaskResult,
+    PriceUpdate,
+    _GoodsResponse,
+    _HistoryGoodsResponse,
+    _TaskInfo,
+    _TaskResponse,
+    _UploadResponse,
+)
+from optima_pipelines.wb.models.statistics import Order, Sale
 
 T = TypeVar("T")
 
@@ -167,14 +214,14 @@ class WbClient:
 
     # --- statistics: orders, sales and returns ---------------------------------------------------
 
-    def iter_orders(self, date_from: datetime | date, *, flag: int = 0) -> Iterator[list[m.Order]]:
+    def iter_orders(self, date_from: datetime | date, *, flag: int = 0) -> Iterator[list[Order]]:
         """Orders changed since ``date_from`` (flag 0, every page to the end) or placed on its day
         (flag 1, one request). Each order once, even when WB repeats it at a page boundary."""
-        return self._iter_statistics(ORDERS, list[m.Order], "srid", date_from, flag)
+        return self._iter_statistics(ORDERS, list[Order], "srid", date_from, flag)
 
-    def iter_sales(self, date_from: datetime | date, *, flag: int = 0) -> Iterator[list[m.Sale]]:
+    def iter_sales(self, date_from: datetime | date, *, flag: int = 0) -> Iterator[list[Sale]]:
         """Sales and returns (``sale_id`` S…/R…), like ``iter_orders``; de-duplicated by saleID."""
-        return self._iter_statistics(SALES, list[m.Sale], "sale_id", date_from, flag)
+        return self._iter_statistics(SALES, list[Sale], "sale_id", date_from, flag)
 
     def _iter_statistics(
         self, endpoint: Endpoint, model: Any, key: str, date_from: datetime | date, flag: int
@@ -211,7 +258,7 @@ class WbClient:
 
     def iter_report_lines(
         self, date_from: date, date_to: date, *, period: str = "daily", limit: int = 100_000, after_rrd_id: int = 0
-    ) -> Iterator[list[m.ReportLine]]:
+    ) -> Iterator[list[ReportLine]]:
         """Realization report lines of ``[date_from, date_to]``, page by page along WB's rrdId
         cursor, until WB answers 204 (or ``[]``): a page shorter than ``limit`` is not the end.
         Every report that completes ends with that one request which yields nothing.
@@ -229,7 +276,7 @@ class WbClient:
                 "rrdId": rrd_id,
                 "period": period,
             }
-            rows: list[m.ReportLine] = self._post(REPORT, list[m.ReportLine], body, empty=[])
+            rows: list[ReportLine] = self._post(REPORT, list[ReportLine], body, empty=[])
             if not rows:
                 return
             last = rows[-1].rrd_id
@@ -240,11 +287,11 @@ class WbClient:
 
     # --- advertising -----------------------------------------------------------------------------
 
-    def campaign_refs(self) -> list[m.CampaignRef]:
+    def campaign_refs(self) -> list[CampaignRef]:
         """Every campaign's id, type, status and last change (``GET /adv/v1/promotion/count``)."""
-        counts = self._get(PROMOTION_COUNT, m.PromotionCount)
+        counts = self._get(PROMOTION_COUNT, PromotionCount)
         return [
-            m.CampaignRef(advert_id=a.advert_id, type=g.type, status=g.status, change_time=a.change_time)
+            CampaignRef(advert_id=a.advert_id, type=g.type, status=g.status, change_time=a.change_time)
             for g in counts.adverts or ()
             for a in g.advert_list or ()
         ]
@@ -255,7 +302,7 @@ class WbClient:
         *,
         statuses: Iterable[int] | None = None,
         payment_type: str | None = None,
-    ) -> list[m.Campaign]:
+    ) -> list[Campaign]:
         """Campaigns with their products and bids (``GET /api/advert/v2/adverts``), by ids (≤ 50 a
         request, split here) and/or statuses and payment type."""
         params: dict[str, Any] = {}
@@ -264,14 +311,14 @@ class WbClient:
         if payment_type is not None:
             params["payment_type"] = payment_type
         if ids is None:
-            return self._get(ADVERTS, m._AdvertsResponse, params=params).adverts
-        campaigns: list[m.Campaign] = []
+            return self._get(ADVERTS, _AdvertsResponse, params=params).adverts
+        campaigns: list[Campaign] = []
         for chunk in _chunks(list(dict.fromkeys(ids)), FULLSTATS_MAX_IDS):
-            response = self._get(ADVERTS, m._AdvertsResponse, params={**params, "ids": ",".join(map(str, chunk))})
+            response = self._get(ADVERTS, _AdvertsResponse, params={**params, "ids": ",".join(map(str, chunk))})
             campaigns.extend(response.adverts)
         return campaigns
 
-    def iter_fullstats(self, advert_ids: Iterable[int], begin: date, end: date) -> Iterator[list[m.AdStat]]:
+    def iter_fullstats(self, advert_ids: Iterable[int], begin: date, end: date) -> Iterator[list[AdStat]]:
         """Ad statistics per campaign, day, app and product, one list per WB request: ids in
         chunks of 50, dates in windows of 31 days."""
         ids = list(dict.fromkeys(advert_ids))
@@ -284,14 +331,14 @@ class WbClient:
                     "beginDate": window_begin.isoformat(),
                     "endDate": window_end.isoformat(),
                 }
-                campaigns = self._get(FULLSTATS, list[m._StatsCampaign], params=params, empty=[])
-                yield m.ad_stats_from(campaigns)
+                campaigns = self._get(FULLSTATS, list[_StatsCampaign], params=params, empty=[])
+                yield ad_stats_from(campaigns)
 
-    def fullstats(self, advert_ids: Iterable[int], begin: date, end: date) -> list[m.AdStat]:
+    def fullstats(self, advert_ids: Iterable[int], begin: date, end: date) -> list[AdStat]:
         """All of ``iter_fullstats`` in one list."""
         return [row for page in self.iter_fullstats(advert_ids, begin, end) for row in page]
 
-    def set_bids(self, bids: Sequence[m.BidUpdate]) -> list[m.BidUpdate]:
+    def set_bids(self, bids: Sequence[BidUpdate]) -> list[BidUpdate]:
         """Set product bids (kopecks) with ``PATCH /api/advert/v1/bids``, ≤ 50 campaigns × 50
         products a request. After a failure WB may have acted on, the campaigns' current bids are
         read back: matching bids count as set, others are sent again. Returns the bids WB confirmed."""
@@ -302,12 +349,12 @@ class WbClient:
                 raise self._refuse(BIDS, f"placement must be combined, search or recommendations, got {b.placement!r}")
             if b.bid_kopecks <= 0:
                 raise self._refuse(BIDS, f"bid of advert {b.advert_id} nm {b.nm_id} must be positive kopecks")
-        by_advert: dict[int, list[m.BidUpdate]] = {}
+        by_advert: dict[int, list[BidUpdate]] = {}
         for b in bids:
             by_advert.setdefault(b.advert_id, []).append(b)
         # Each request: ≤ 50 campaigns with ≤ 50 products each.
         parts = [(advert, chunk) for advert, items in by_advert.items() for chunk in _chunks(items, BIDS_MAX_NMS)]
-        confirmed: list[m.BidUpdate] = []
+        confirmed: list[BidUpdate] = []
         for request in _chunks(parts, BIDS_MAX_ADVERTS):
             sent = [b for _, chunk in request for b in chunk]
             body = {
@@ -325,15 +372,15 @@ class WbClient:
             if response is None:
                 confirmed.extend(sent)
                 continue
-            echo = self._t.decode(BIDS, response, m._BidsResponse)
+            echo = self._t.decode(BIDS, response, _BidsResponse)
             confirmed.extend(
-                m.BidUpdate(advert_id=a.advert_id, nm_id=n.nm_id, bid_kopecks=n.bid_kopecks, placement=n.placement)
+                BidUpdate(advert_id=a.advert_id, nm_id=n.nm_id, bid_kopecks=n.bid_kopecks, placement=n.placement)
                 for a in echo.bids
                 for n in a.nm_bids
             )
         return confirmed
 
-    def _bids_in_place(self, bids: Sequence[m.BidUpdate]) -> bool:
+    def _bids_in_place(self, bids: Sequence[BidUpdate]) -> bool:
         current = {
             (c.id, p.nm_id): p.bids_kopecks
             for c in self.list_campaigns({b.advert_id for b in bids})
@@ -356,9 +403,9 @@ class WbClient:
         *,
         payment_type: str = "cpm",
         placement_types: Sequence[str] = ("combined", "search", "recommendation"),
-    ) -> dict[int, list[m.MinBid]]:
+    ) -> dict[int, list[MinBid]]:
         """Minimum bids (kopecks) per product and placement type; ≤ 100 products a request."""
-        result: dict[int, list[m.MinBid]] = {}
+        result: dict[int, list[MinBid]] = {}
         for chunk in _chunks(list(dict.fromkeys(nm_ids)), MIN_BIDS_MAX_NMS):
             body = {
                 "advert_id": advert_id,
@@ -366,7 +413,7 @@ class WbClient:
                 "payment_type": payment_type,
                 "placement_types": list(placement_types),
             }
-            for item in self._post(MIN_BIDS, m._MinBidsResponse, body).bids:
+            for item in self._post(MIN_BIDS, _MinBidsResponse, body).bids:
                 result[item.nm_id] = item.bids
         return result
 
@@ -380,9 +427,9 @@ class WbClient:
         nm_ids: Sequence[int] | None = None,
         past: tuple[date, date] | None = None,
         limit: int = 1000,
-    ) -> list[m.FunnelProduct]:
+    ) -> list[FunnelProduct]:
         """Each product's funnel over ``[begin, end]`` (and ``past`` for comparison), every page."""
-        products: list[m.FunnelProduct] = []
+        products: list[FunnelProduct] = []
         nm_chunks: list[Sequence[int]] = list(_chunks(list(nm_ids), FUNNEL_MAX_NMS)) if nm_ids else [[]]
         for chunk in nm_chunks:
             offset = 0
@@ -395,7 +442,7 @@ class WbClient:
                 }
                 if past is not None:
                     body["pastPeriod"] = {"start": past[0].isoformat(), "end": past[1].isoformat()}
-                page = self._post(FUNNEL_PRODUCTS, m._FunnelProductsResponse, body).data.products
+                page = self._post(FUNNEL_PRODUCTS, _FunnelProductsResponse, body).data.products
                 products.extend(page)
                 if len(page) < limit:
                     break
@@ -404,31 +451,31 @@ class WbClient:
 
     def funnel_history(
         self, nm_ids: Sequence[int], begin: date, end: date, *, aggregation: str = "day"
-    ) -> list[m.FunnelDay]:
+    ) -> list[FunnelDay]:
         """Daily (or weekly) funnel per product; WB serves only the last week. ≤ 20 products a
         request, split here."""
         if aggregation not in ("day", "week"):
             raise self._refuse(FUNNEL_HISTORY, f"aggregation must be day or week, got {aggregation!r}")
-        rows: list[m.FunnelDay] = []
+        rows: list[FunnelDay] = []
         for chunk in _chunks(list(dict.fromkeys(nm_ids)), FUNNEL_HISTORY_MAX_NMS):
             body = {
                 "selectedPeriod": {"start": begin.isoformat(), "end": end.isoformat()},
                 "nmIds": list(chunk),
                 "aggregationLevel": aggregation,
             }
-            rows.extend(m.funnel_days_from(self._post(FUNNEL_HISTORY, list[m._FunnelHistoryItem], body, empty=[])))
+            rows.extend(funnel_days_from(self._post(FUNNEL_HISTORY, list[_FunnelHistoryItem], body, empty=[])))
         return rows
 
     def iter_stocks(
         self, nm_ids: Sequence[int] | None = None, chrt_ids: Sequence[int] | None = None, *, limit: int = 250_000
-    ) -> Iterator[list[m.Stock]]:
+    ) -> Iterator[list[Stock]]:
         """Stocks on WB warehouses per product size (the analytics stocks report), page by page."""
         nm_chunks: list[Sequence[int]] = list(_chunks(list(nm_ids), STOCKS_MAX_NMS)) if nm_ids else [[]]
         for chunk in nm_chunks:
             offset = 0
             while True:
                 body = {"nmIds": list(chunk), "chrtIds": list(chrt_ids or ()), "limit": limit, "offset": offset}
-                page = self._post(STOCKS, m._StocksResponse, body).data.items
+                page = self._post(STOCKS, _StocksResponse, body).data.items
                 if page:
                     yield page
                 if len(page) < limit:
@@ -438,8 +485,8 @@ class WbClient:
     # --- content ---------------------------------------------------------------------------------
 
     def iter_cards(
-        self, *, cursor: m.CardsCursor | None = None, limit: int = 100, with_photo: int = -1
-    ) -> Iterator[m.CardsPage]:
+        self, *, cursor: CardsCursor | None = None, limit: int = 100, with_photo: int = -1
+    ) -> Iterator[CardsPage]:
         """Product cards, oldest change first, from ``cursor`` (None: from the start). Each page's
         ``cursor`` resumes after it (keep the last one for an incremental sync)."""
         if not 1 <= limit <= 100:
@@ -449,10 +496,10 @@ class WbClient:
             if cursor is not None:
                 wb_cursor.update(updatedAt=cursor.updated_at, nmID=cursor.nm_id)
             body = {"settings": {"sort": {"ascending": True}, "filter": {"withPhoto": with_photo}, "cursor": wb_cursor}}
-            response = self._post(CARDS, m._CardsResponse, body)
-            page = m.CardsPage(response.cards)
+            response = self._post(CARDS, _CardsResponse, body)
+            page = CardsPage(response.cards)
             if response.cursor.updated_at is not None and response.cursor.nm_id is not None:
-                cursor = m.CardsCursor(response.cursor.updated_at, response.cursor.nm_id)
+                cursor = CardsCursor(response.cursor.updated_at, response.cursor.nm_id)
             page.cursor = cursor
             if page:
                 yield page
@@ -461,20 +508,20 @@ class WbClient:
 
     # --- prices ----------------------------------------------------------------------------------
 
-    def iter_prices(self, *, limit: int = 1000) -> Iterator[list[m.Price]]:
+    def iter_prices(self, *, limit: int = 1000) -> Iterator[list[Price]]:
         """Current prices and discounts of every product, page by page (offset)."""
         if not 1 <= limit <= 1000:
             raise self._refuse(PRICES, f"limit must be 1..1000, got {limit}")
         offset = 0
         while True:
-            page = self._get(PRICES, m._GoodsResponse, params={"limit": limit, "offset": offset}).data.list_goods
+            page = self._get(PRICES, _GoodsResponse, params={"limit": limit, "offset": offset}).data.list_goods
             if page:
                 yield page
             if len(page) < limit:
                 return
             offset += limit
 
-    def upload_prices(self, items: Sequence[m.PriceUpdate]) -> int:
+    def upload_prices(self, items: Sequence[PriceUpdate]) -> int:
         """Start a price/discount task for ≤ 1000 products; returns WB's task id.
 
         Safe to repeat: WB answers an identical task with 208 and the existing id, so after a
@@ -500,38 +547,38 @@ class WbClient:
         }
         response = self._t.call(UPLOAD_PRICES, json_body=body, idempotent=True)
         assert response is not None
-        result = self._t.decode(UPLOAD_PRICES, response, m._UploadResponse)
+        result = self._t.decode(UPLOAD_PRICES, response, _UploadResponse)
         if result.data is None:
             raise self._t.fail(UPLOAD_PRICES, f"no task id in the answer ({result.errorText or 'no text'})", "$.data")
         return result.data.id
 
-    def price_task(self, task_id: int) -> m.PriceTaskResult:
+    def price_task(self, task_id: int) -> PriceTaskResult:
         """Where a price task stands now, with each item's status once WB processed it. WB's
         ``error: true`` (a failed task, not one still processing) is a WbRequestError with its text."""
         task = self._price_task_info(PRICE_TASK, task_id)
-        if task is None or task.status not in m.PRICE_TASK_DONE_STATUSES:
+        if task is None or task.status not in PRICE_TASK_DONE_STATUSES:
             buffered = self._price_task_info(PRICE_BUFFER_TASK, task_id)
-            status = buffered.status if buffered is not None else m.PRICE_TASK_PROCESSING
-            return m.PriceTaskResult(upload_id=task_id, status=status, items=[])
-        items: list[m.PriceTaskItem] = []
+            status = buffered.status if buffered is not None else PRICE_TASK_PROCESSING
+            return PriceTaskResult(upload_id=task_id, status=status, items=[])
+        items: list[PriceTaskItem] = []
         offset = 0
         while True:
             params = {"uploadID": task_id, "limit": 1000, "offset": offset}
-            data = self._get(PRICE_TASK_GOODS, m._HistoryGoodsResponse, params=params).data
+            data = self._get(PRICE_TASK_GOODS, _HistoryGoodsResponse, params=params).data
             page = (data.history_goods if data else None) or []
             items.extend(page)
             if len(page) < 1000:
                 break
             offset += 1000
-        return m.PriceTaskResult(upload_id=task_id, status=task.status, items=items)
+        return PriceTaskResult(upload_id=task_id, status=task.status, items=items)
 
-    def _price_task_info(self, endpoint: Endpoint, task_id: int) -> m._TaskInfo | None:
-        response = self._get(endpoint, m._TaskResponse, params={"uploadID": task_id})
+    def _price_task_info(self, endpoint: Endpoint, task_id: int) -> _TaskInfo | None:
+        response = self._get(endpoint, _TaskResponse, params={"uploadID": task_id})
         if response.error:
             raise self._answered_error(endpoint, response.errorText)
         return response.data
 
-    def wait_price_task(self, task_id: int, *, timeout: float = 60.0) -> m.PriceTaskResult:
+    def wait_price_task(self, task_id: int, *, timeout: float = 60.0) -> PriceTaskResult:
         """Poll a price task until WB processed it or ``timeout`` seconds passed (then the result is
         still processing: ``done`` is False). A task WB answers with ``error: true`` raises at once."""
         deadline = time.monotonic() + timeout
@@ -555,7 +602,7 @@ class WbClient:
         nm_id: int | None = None,
         date_from: datetime | None = None,
         date_to: datetime | None = None,
-    ) -> Iterator[list[m.Feedback]]:
+    ) -> Iterator[list[Feedback]]:
         """Feedbacks (answered or not), page by page (skip/take, ≤ 5000 a page)."""
         if not 1 <= take <= 5000:
             raise self._refuse(FEEDBACKS, f"take must be 1..5000, got {take}")
@@ -564,7 +611,7 @@ class WbClient:
         while True:
             if skip > FEEDBACKS_MAX_SKIP:
                 raise self._refuse(FEEDBACKS, "more than 200,000 feedbacks match: narrow with date_from/date_to")
-            response = self._get(FEEDBACKS, m._FeedbacksResponse, params={**params, "take": take, "skip": skip})
+            response = self._get(FEEDBACKS, _FeedbacksResponse, params={**params, "take": take, "skip": skip})
             if response.error:  # not an empty inbox: WB says the listing failed
                 raise self._answered_error(FEEDBACKS, response.errorText)
             page = response.data.feedbacks if response.data else []
@@ -574,8 +621,8 @@ class WbClient:
                 return
             skip += take
 
-    def feedback(self, feedback_id: str) -> m.Feedback | None:
-        return self._get(FEEDBACK, m._FeedbackResponse, params={"id": feedback_id}).data
+    def feedback(self, feedback_id: str) -> Feedback | None:
+        return self._get(FEEDBACK, _FeedbackResponse, params={"id": feedback_id}).data
 
     def answer_feedback(self, feedback_id: str, text: str) -> None:
         """Answer a feedback. After a failure WB may have acted on, the feedback is read back: an
@@ -597,7 +644,7 @@ class WbClient:
         nm_id: int | None = None,
         date_from: datetime | None = None,
         date_to: datetime | None = None,
-    ) -> Iterator[list[m.Question]]:
+    ) -> Iterator[list[Question]]:
         """Questions (answered or not), page by page; WB serves at most 10,000 by skip/take."""
         if not 1 <= take <= QUESTIONS_MAX_SKIP_TAKE:
             raise self._refuse(QUESTIONS, f"take must be 1..{QUESTIONS_MAX_SKIP_TAKE}, got {take}")
@@ -606,7 +653,7 @@ class WbClient:
         while True:
             if skip + take > QUESTIONS_MAX_SKIP_TAKE:
                 raise self._refuse(QUESTIONS, "more than 10,000 questions match: narrow with date_from/date_to")
-            response = self._get(QUESTIONS, m._QuestionsResponse, params={**params, "take": take, "skip": skip})
+            response = self._get(QUESTIONS, _QuestionsResponse, params={**params, "take": take, "skip": skip})
             if response.error:
                 raise self._answered_error(QUESTIONS, response.errorText)
             page = response.data.questions if response.data else []
@@ -616,8 +663,8 @@ class WbClient:
                 return
             skip += take
 
-    def question(self, question_id: str) -> m.Question | None:
-        return self._get(QUESTION, m._QuestionResponse, params={"id": question_id}).data
+    def question(self, question_id: str) -> Question | None:
+        return self._get(QUESTION, _QuestionResponse, params={"id": question_id}).data
 
     def answer_question(self, question_id: str, text: str) -> None:
         """Answer a question (``PATCH /api/v1/questions``, state wbRu); checked like answer_feedback."""
@@ -630,7 +677,7 @@ class WbClient:
         body = {"id": question_id, "answer": {"text": text}, "state": "wbRu"}
         response = self._t.call(ANSWER_QUESTION, json_body=body, verify=answered)
         if response is not None and response.content:
-            envelope = self._t.decode(ANSWER_QUESTION, response, m._EnvelopeResponse)
+            envelope = self._t.decode(ANSWER_QUESTION, response, _EnvelopeResponse)
             if envelope.error:
                 raise self._answered_error(ANSWER_QUESTION, envelope.errorText)
 
@@ -656,27 +703,27 @@ class WbClient:
 
     # --- common: slots, news, ping ---------------------------------------------------------------
 
-    def acceptance_coefficients(self, warehouse_ids: Iterable[int] | None = None) -> list[m.AcceptanceCoefficient]:
+    def acceptance_coefficients(self, warehouse_ids: Iterable[int] | None = None) -> list[AcceptanceCoefficient]:
         """Acceptance coefficients for the next 14 days, for every warehouse or the ones given."""
         params = {"warehouseIDs": ",".join(map(str, warehouse_ids))} if warehouse_ids is not None else None
-        return self._get(ACCEPTANCE, list[m.AcceptanceCoefficient], params=params, empty=[])
+        return self._get(ACCEPTANCE, list[AcceptanceCoefficient], params=params, empty=[])
 
-    def iter_news(self, from_id: int | None = None, from_date: date | None = None) -> Iterator[list[m.News]]:
+    def iter_news(self, from_id: int | None = None, from_date: date | None = None) -> Iterator[list[News]]:
         """WB news from an id (inclusive) or a date, ≤ 100 a page; the next page starts after the
         highest id seen."""
         if (from_id is None) == (from_date is None):
             raise self._refuse(NEWS, "give exactly one of from_id or from_date")
         params: dict[str, Any] = {"fromID": from_id} if from_id is not None else {"from": from_date.isoformat()}  # type: ignore[union-attr]
         while True:
-            page = self._get(NEWS, m._NewsResponse, params=params).data
+            page = self._get(NEWS, _NewsResponse, params=params).data
             if page:
                 yield page
             if len(page) < NEWS_MAX_ITEMS:
                 return
             params = {"fromID": max(n.id for n in page) + 1}
 
-    def ping(self, category: str) -> m.Ping:
+    def ping(self, category: str) -> Ping:
         """``GET /ping`` of one category: WB reachable and the token valid for it (3 per 30 s)."""
         if category not in CATEGORIES:
             raise ValueError(f"unknown WB category {category!r}: expected one of {', '.join(CATEGORIES)}")
-        return self._get(Endpoint("GET", category, "/ping", ping_group(category)), m.Ping)
+        return self._get(Endpoint("GET", category, "/ping", ping_group(category)), Ping)

@@ -23,53 +23,67 @@ import msgspec
 import pytest
 from msgspec import inspect as mi
 
+from optima_pipelines.sync import ads, catalog, news
 from optima_pipelines.wb import client as c
-from optima_pipelines.wb import models as m
 from optima_pipelines.wb.http import Endpoint
+from optima_pipelines.wb.models import (
+    advertising,
+    analytics,
+    base,
+    common,
+    content,
+    feedbacks,
+    finance,
+    prices,
+    statistics,
+)
 from wb_simulator.contract import SPEC_DIR, Contract
 
 PING = Endpoint("GET", "common", "/ping", "common.ping")
+#: The models of every WB API section.
+SECTIONS = (statistics, finance, advertising, analytics, content, prices, feedbacks, common)
+MODELS = {v for s in SECTIONS for v in vars(s).values() if isinstance(v, type) and issubclass(v, msgspec.Struct)}
 
 #: Each endpoint the client reads, and the type it decodes WB's answer (HTTP 200) into.
 ANSWERS: list[tuple[Endpoint, Any]] = [
-    (c.ORDERS, list[m.Order]),
-    (c.SALES, list[m.Sale]),
-    (c.REPORT, list[m.ReportLine]),
-    (c.PROMOTION_COUNT, m.PromotionCount),
-    (c.ADVERTS, m._AdvertsResponse),
-    (c.FULLSTATS, list[m._StatsCampaign]),
-    (c.BIDS, m._BidsResponse),
-    (c.MIN_BIDS, m._MinBidsResponse),
-    (c.FUNNEL_PRODUCTS, m._FunnelProductsResponse),
-    (c.FUNNEL_HISTORY, list[m._FunnelHistoryItem]),
-    (c.STOCKS, m._StocksResponse),
-    (c.CARDS, m._CardsResponse),
-    (c.PRICES, m._GoodsResponse),
-    (c.UPLOAD_PRICES, m._UploadResponse),
-    (c.PRICE_TASK, m._TaskResponse),
-    (c.PRICE_TASK_GOODS, m._HistoryGoodsResponse),
-    (c.PRICE_BUFFER_TASK, m._TaskResponse),
-    (c.FEEDBACKS, m._FeedbacksResponse),
-    (c.FEEDBACK, m._FeedbackResponse),
-    (c.QUESTIONS, m._QuestionsResponse),
-    (c.QUESTION, m._QuestionResponse),
-    (c.ANSWER_QUESTION, m._EnvelopeResponse),
-    (c.ACCEPTANCE, list[m.AcceptanceCoefficient]),
-    (c.NEWS, m._NewsResponse),
-    (PING, m.Ping),
+    (c.ORDERS, list[statistics.Order]),
+    (c.SALES, list[statistics.Sale]),
+    (c.REPORT, list[finance.ReportLine]),
+    (c.PROMOTION_COUNT, advertising.PromotionCount),
+    (c.ADVERTS, advertising._AdvertsResponse),
+    (c.FULLSTATS, list[advertising._StatsCampaign]),
+    (c.BIDS, advertising._BidsResponse),
+    (c.MIN_BIDS, advertising._MinBidsResponse),
+    (c.FUNNEL_PRODUCTS, analytics._FunnelProductsResponse),
+    (c.FUNNEL_HISTORY, list[analytics._FunnelHistoryItem]),
+    (c.STOCKS, analytics._StocksResponse),
+    (c.CARDS, content._CardsResponse),
+    (c.PRICES, prices._GoodsResponse),
+    (c.UPLOAD_PRICES, prices._UploadResponse),
+    (c.PRICE_TASK, prices._TaskResponse),
+    (c.PRICE_TASK_GOODS, prices._HistoryGoodsResponse),
+    (c.PRICE_BUFFER_TASK, prices._TaskResponse),
+    (c.FEEDBACKS, feedbacks._FeedbacksResponse),
+    (c.FEEDBACK, feedbacks._FeedbackResponse),
+    (c.QUESTIONS, feedbacks._QuestionsResponse),
+    (c.QUESTION, feedbacks._QuestionResponse),
+    (c.ANSWER_QUESTION, feedbacks._EnvelopeResponse),
+    (c.ACCEPTANCE, list[common.AcceptanceCoefficient]),
+    (c.NEWS, common._NewsResponse),
+    (PING, common.Ping),
 ]
 #: Endpoints whose answer the client does not decode (WB answers 204 No Content).
 NO_BODY = {c.ANSWER_FEEDBACK}
 #: Structs the client builds itself (requests, and rows assembled from decoded answers): not WB's shapes.
 BUILT_HERE = {
-    m._Row,
-    m.CampaignRef,
-    m.AdStat,
-    m.BidUpdate,
-    m.FunnelDay,
-    m.CardsCursor,
-    m.PriceUpdate,
-    m.PriceTaskResult,
+    base.Row,
+    advertising.CampaignRef,
+    advertising.AdStat,
+    advertising.BidUpdate,
+    analytics.FunnelDay,
+    content.CardsCursor,
+    prices.PriceUpdate,
+    prices.PriceTaskResult,
 }
 
 #: WB's JSON types that each of our field types decodes from.
@@ -177,7 +191,7 @@ def test_every_endpoint_and_model_of_the_client_is_walked() -> None:
     endpoints = {v for v in vars(c).values() if isinstance(v, Endpoint)}
     walked = {e for e, _ in ANSWERS}
     assert endpoints - walked - NO_BODY == set(), "client endpoints missing from ANSWERS"
-    structs = {v for v in vars(m).values() if isinstance(v, type) and issubclass(v, msgspec.Struct)}
+    structs = MODELS
     reached = set().union(*(_structs(mi.type_info(t)) for _, t in ANSWERS))
     assert structs - reached - BUILT_HERE == set(), "models no answer decodes into: add their endpoint to ANSWERS"
 
@@ -185,7 +199,7 @@ def test_every_endpoint_and_model_of_the_client_is_walked() -> None:
 def test_keys_name_required_fields_with_a_reason() -> None:
     """A ``KEYS`` entry is a field the model really requires (else the list lies), with its reason."""
     stale = []
-    for cls in (v for v in vars(m).values() if isinstance(v, type) and issubclass(v, msgspec.Struct)):
+    for cls in MODELS:
         fields = {f.name: f for f in msgspec.structs.fields(cls)}
         for name, reason in getattr(cls, "KEYS", {}).items():
             f = fields.get(name)
@@ -226,13 +240,30 @@ def _least(t: mi.Type, schema: dict[str, Any]) -> Any:
     return SAMPLES[type(t)]
 
 
-def _rows(value: Any) -> list[Any]:
-    """Every decoded struct in ``value`` that becomes a warehouse row (has ``copy_row``)."""
+#: Tables laid out beside their loads (sync/): the (columns, values) of each row a decoded struct makes.
+LAID_OUT: dict[type, Any] = {
+    advertising.Campaign: lambda c: [
+        (ads.CAMPAIGN_COLUMNS, ads.campaign_row("c1", c)),
+        *((ads.PRODUCT_COLUMNS, row) for row in ads.product_rows("c1", c)),
+    ],
+    content.Card: lambda card: [(catalog.CARD_COLUMNS, catalog.card_row("c1", card))],
+    prices.Price: lambda price: [(catalog.PRICE_COLUMNS, catalog.price_row("c1", price))],
+    common.News: lambda item: [(news.COLUMNS, news.article_row(item))],
+}
+
+
+def _rows(value: Any) -> list[tuple[tuple[str, ...], tuple[Any, ...]]]:
+    """The (columns, values) of every warehouse row the decoded structs in ``value`` make: a
+    ``base.Row``'s own, or its load's (``LAID_OUT``)."""
     if isinstance(value, list):
         return [r for v in value for r in _rows(v)]
     if isinstance(value, msgspec.Struct):
         inner = [r for f in value.__struct_fields__ for r in _rows(getattr(value, f))]
-        return [value, *inner] if hasattr(value, "copy_row") else inner
+        if not getattr(value, "priced", True):
+            return inner  # a price without sizes is not a row (see Price)
+        if isinstance(value, base.Row):
+            return [(value.COLUMNS, value.copy_row()), *inner]
+        return [*LAID_OUT.get(type(value), lambda _: [])(value), *inner]
     return []
 
 
@@ -244,10 +275,8 @@ def test_an_answer_without_any_optional_field_decodes_into_rows(
     _, schema = contract.response_schema(endpoint.category, endpoint.method, endpoint.path)
     answer = msgspec.json.encode(_least(mi.type_info(model), schema))
     decoded = msgspec.json.decode(answer, type=model)
-    for row in _rows(decoded):
-        if not getattr(row, "priced", True):
-            continue  # a price without sizes is not a row (see Price)
-        assert len(row.copy_row()) == len(row.COLUMNS)
+    for columns, values in _rows(decoded):
+        assert len(values) == len(columns)
 
 
 def test_the_vendored_spec_is_wbs_files_unchanged() -> None:
