@@ -60,6 +60,27 @@ def daemon_cmd(code_server: str, wait: int) -> None:
         sys.exit(processes.run_child(processes.daemon_argv(workspace), env))
 
 
+@serve_group.command("run-worker")
+@click.option(
+    "-m",
+    "--module",
+    default=processes.DEFINITIONS_MODULE,
+    show_default=True,
+    help="Definitions module imported at start.",
+)
+@click.option(
+    "-c", "--concurrency", default=processes.RUN_WORKER_CONCURRENCY, show_default=True, type=int, help="Runs at once."
+)
+@click.option("--name", default="optima", show_default=True, help="Worker name (NAME@host): unique per host.")
+def run_worker_cmd(module: str, concurrency: int, name: str) -> None:
+    """Warm run workers (OPTIMA_RUN_LAUNCHER=celery): execute runs taken from the broker in processes
+    that imported Dagster and the definitions once. Run as many as you like, on any host that reaches
+    the database and the broker."""
+    with open_deployment(migrate=False) as dep:
+        env = {**dep.child_env(), "OPTIMA_RUN_WORKER_PRELOAD": module}
+        sys.exit(processes.run_child(processes.run_worker_argv(concurrency, name), env))
+
+
 @serve_group.command("webserver")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address the UI listens on.")
 @click.option("--port", default=3000, show_default=True, type=int)

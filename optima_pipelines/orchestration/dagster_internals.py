@@ -17,7 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from dagster._core.launcher import (
+    CheckRunHealthResult,
+    LaunchRunContext,
+    ResumeRunContext,
+    RunLauncher,
+    WorkerStatus,
+)
 from dagster._core.storage.tags import GRPC_INFO_TAG, WILL_RETRY_TAG
+from dagster._serdes import ConfigurableClass, ConfigurableClassData
 from dagster._utils.error import SerializableErrorInfo
 
 if TYPE_CHECKING:
@@ -28,8 +36,17 @@ __all__ = [
     "GRPC_INFO_TAG",
     "RUN_STORAGE_COLUMNS",
     "WILL_RETRY_TAG",
+    "CheckRunHealthResult",
+    "ConfigurableClass",
+    "ConfigurableClassData",
+    "LaunchRunContext",
+    "ResumeRunContext",
+    "RunLauncher",
     "SerializableErrorInfo",
+    "WorkerStatus",
     "coordinator_instance",
+    "execute_run_in_this_process",
+    "interrupt_this_process",
     "replace_run_queue_config",
     "run_dagster_daemon",
     "serve_with_wrapped_app",
@@ -43,6 +60,10 @@ __all__ = [
 # GRPC_INFO_TAG (".dagster/grpc_info"): the hidden tag where the run launcher records the code server
 # that started a run, JSON with "host" (sensors/queue.py: only runs started on this host are checked
 # for a dead worker).
+
+# RunLauncher and its types (CheckRunHealthResult, WorkerStatus, LaunchRunContext, ResumeRunContext)
+# and ConfigurableClass: what a run launcher named in dagster.yaml must be (orchestration/run_launcher.py).
+# Dagster documents custom run launchers but exports only DefaultRunLauncher at the top level.
 
 #: Dagster's run storage tables and the columns /metrics reads with SQL (ops/sql/*.sql): the public
 #: API has no way to group runs by a tag, and one count query per (queue, status) would not scale.
@@ -94,3 +115,27 @@ def run_dagster_daemon() -> None:
     from dagster._daemon.cli import main
 
     main()
+
+
+def execute_run_in_this_process(instance: DagsterInstance, run_id: str) -> int:
+    """Execute a launched run (status STARTING) here, as ``dagster api execute_run`` does in a fresh
+    process: the warm run worker's task (orchestration/run_launcher.py; dagster-celery's own task calls
+    the same function). SIGINT interrupts it: the run ends CANCELED when it was CANCELING."""
+    from dagster._cli.api import _execute_run_command_body
+    from dagster._utils.interrupts import capture_interrupts
+
+    with capture_interrupts():
+        return _execute_run_command_body(
+            run_id=run_id,
+            instance=instance,
+            write_stream_fn=lambda _event: None,
+            set_exit_code_on_failure=False,
+        )
+
+
+def interrupt_this_process() -> None:
+    """Interrupt the run this process executes, from another thread (what the default launcher's
+    termination does to its run worker)."""
+    from dagster._utils import send_interrupt
+
+    send_interrupt()
