@@ -56,6 +56,9 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "OPTIMA_RUN_WORKER_BROKER_URL": "With OPTIMA_RUN_LAUNCHER=celery: the Celery broker that hands runs to the run workers "
     "(redis://host:6379/0 in production). Unset: kombu's SQLAlchemy transport on Dagster's own PostgreSQL schema "
     "(no new server; termination then goes through the run's status, as it always does).",
+    "OPTIMA_CODE_SERVER_FORKSERVER": "1: the code server forks the default launcher's run workers from a forkserver that "
+    "imported Dagster and the definitions once (issue 17's way (b), kept for bench/orchestration.py's comparison; "
+    "OPTIMA_RUN_LAUNCHER=celery is the faster way). Default unset (spawn, Dagster's own).",
     "OPTIMA_AUTOMATIONS_STOPPED": "Sensors and schedules that start stopped in this deployment, comma-separated "
     "names or shell patterns (e.g. autobidder_*,repricer_sensor on a staging copy, so its engines never act on "
     "WB). An operator can still start them in the UI. A pattern that names nothing is an error. Default: none.",

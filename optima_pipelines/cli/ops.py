@@ -8,6 +8,7 @@ Kubernetes). None of them migrates: ``optima-pipelines db upgrade`` does, once p
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -43,7 +44,8 @@ def serve_group() -> None:
 def code_server_cmd(module: str, location_name: str, host: str, port: int) -> None:
     """Dagster's code server (gRPC) for the code location: the daemon and the UI load definitions from it."""
     with open_deployment(migrate=False) as dep:
-        argv = processes.code_server_argv(module, location_name, host, port)
+        forkserver = os.environ.get("OPTIMA_CODE_SERVER_FORKSERVER", "") == "1"
+        argv = processes.code_server_argv(module, location_name, host, port, forkserver=forkserver)
         sys.exit(processes.run_child(argv, dep.child_env()))
 
 

@@ -60,7 +60,14 @@ def write_grpc_workspace(dagster_home: Path, host: str, port: int, location_name
     return path
 
 
-def code_server_argv(module: str, location_name: str, host: str, port: int) -> list[str]:
+def code_server_argv(module: str, location_name: str, host: str, port: int, forkserver: bool = False) -> list[str]:
+    if forkserver:
+        # Issue 17's way (b), measured by bench/orchestration.py: `dagster api grpc` in a process of
+        # ours, its run workers forked from a preloaded forkserver (ops/forkserver_code_server.py).
+        return [
+            sys.executable, "-m", "optima_pipelines.ops.forkserver_code_server", "-m", module,
+            "--location-name", location_name, "-h", host, "-p", str(port), "--use-python-environment-entry-point",
+        ]  # fmt: skip
     return [
         sys.executable,
         "-m",

@@ -46,8 +46,10 @@ __all__ = [
     "WorkerStatus",
     "coordinator_instance",
     "execute_run_in_this_process",
+    "fork_run_workers_from_preloaded_server",
     "interrupt_this_process",
     "replace_run_queue_config",
+    "run_dagster_cli",
     "run_dagster_daemon",
     "serve_with_wrapped_app",
     "set_sensor_loop_seconds",
@@ -139,3 +141,36 @@ def interrupt_this_process() -> None:
     from dagster._utils import send_interrupt
 
     send_interrupt()
+
+
+def fork_run_workers_from_preloaded_server(preload: list[str]) -> None:
+    """Make every code server created in this process start its run workers from a forkserver that
+    imported ``preload`` (Dagster, the definitions) once, instead of the ``spawn`` processes that
+    ``DagsterApiServer.__init__`` hard-codes (``self._mp_ctx``), which import everything anew per run.
+
+    The forkserver measured against the warm run workers (bench/orchestration.py --launchers
+    default,forkserver,celery; OPTIMA_CODE_SERVER_FORKSERVER=1, ``serve code-server`` then runs
+    :mod:`optima_pipelines.ops.forkserver_code_server`)."""
+    import multiprocessing
+
+    from dagster._grpc.server import DagsterApiServer
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(preload)
+    original = DagsterApiServer.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self._mp_ctx = ctx
+
+    DagsterApiServer.__init__ = init  # type: ignore[method-assign]
+
+
+def run_dagster_cli(argv: list[str]) -> None:
+    """Dagster's own command line (``python -m dagster`` is ``dagster._cli.main``) with ``argv``, in this process."""
+    import sys
+
+    from dagster._cli import main
+
+    sys.argv = ["dagster", *argv]
+    main()
