@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import sys
 
-from optima_pipelines.orchestration.dagster_internals import fork_run_workers_from_preloaded_server, run_dagster_cli
+from optima_pipelines.orchestration.dagster_internals import (
+    RUN_EXECUTION_MODULES,
+    fork_run_workers_from_preloaded_server,
+    run_dagster_cli,
+)
 
 
 def main(argv: list[str]) -> None:
     module = argv[argv.index("-m") + 1] if "-m" in argv else "optima_pipelines.definitions"
-    fork_run_workers_from_preloaded_server(["dagster", "dagster._grpc.impl", "dagster._core.execution.api", module])
+    fork_run_workers_from_preloaded_server([*RUN_EXECUTION_MODULES, module])
     run_dagster_cli(["api", "grpc", *argv])
 
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GRPC_INFO_TAG",
+    "RUN_EXECUTION_MODULES",
     "RUN_STORAGE_COLUMNS",
     "WILL_RETRY_TAG",
     "CheckRunHealthResult",
@@ -117,6 +118,11 @@ def run_dagster_daemon() -> None:
     from dagster._daemon.cli import main
 
     main()
+
+
+#: What a run worker imports before its first run, beyond the definitions: Dagster's run execution
+#: (the warm run workers' preload and the forkserver's).
+RUN_EXECUTION_MODULES = ("dagster", "dagster._cli.api", "dagster._core.execution.api", "dagster._grpc.impl")
 
 
 def execute_run_in_this_process(instance: DagsterInstance, run_id: str) -> int:

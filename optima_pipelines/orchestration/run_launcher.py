@@ -327,11 +327,11 @@ def execute_run(run_id: str) -> int:
 
 def preload() -> None:
     """Import Dagster's execution machinery and the definitions before the worker forks its processes."""
-    import dagster._core.execution.api  # noqa: F401
+    from optima_pipelines.orchestration.dagster_internals import RUN_EXECUTION_MODULES
 
-    module = os.environ.get(PRELOAD_ENV)
-    if module:
-        importlib.import_module(module)
+    for name in (*RUN_EXECUTION_MODULES, os.environ.get(PRELOAD_ENV)):
+        if name:
+            importlib.import_module(name)
 
 
 def make_worker_app() -> Celery:
