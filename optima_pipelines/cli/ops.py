@@ -16,6 +16,7 @@ import click
 from optima_pipelines.errors import ConfigError
 from optima_pipelines.ops import processes
 from optima_pipelines.ops.runtime import open_deployment
+from optima_pipelines.settings import run_launcher_choice
 
 CODE_SERVER_DEFAULT = f"{processes.CODE_SERVER_HOST}:{processes.CODE_SERVER_PORT}"
 METRICS_PORT_DEFAULT = 9464
@@ -58,6 +59,10 @@ def daemon_cmd(code_server: str, wait: int) -> None:
     with open_deployment(migrate=False) as dep:
         env = dep.child_env()
         workspace = processes.write_grpc_workspace(dep.dagster_home, host, port)
+        if run_launcher_choice(env) == "celery":
+            from optima_pipelines.orchestration.run_launcher import prepare_broker
+
+            prepare_broker(env)
         processes.wait_for_code_server(host, port, wait, env)
         sys.exit(processes.run_child(processes.daemon_argv(workspace), env))
 
@@ -78,8 +83,11 @@ def run_worker_cmd(module: str, concurrency: int, name: str) -> None:
     """Warm run workers (OPTIMA_RUN_LAUNCHER=celery): execute runs taken from the broker in processes
     that imported Dagster and the definitions once. Run as many as you like, on any host that reaches
     the database and the broker."""
+    from optima_pipelines.orchestration.run_launcher import prepare_broker
+
     with open_deployment(migrate=False) as dep:
         env = {**dep.child_env(), "OPTIMA_RUN_WORKER_PRELOAD": module}
+        prepare_broker(env)
         sys.exit(processes.run_child(processes.run_worker_argv(concurrency, name), env))
 
 

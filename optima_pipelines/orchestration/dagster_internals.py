@@ -49,6 +49,7 @@ __all__ = [
     "execute_run_in_this_process",
     "fork_run_workers_from_preloaded_server",
     "interrupt_this_process",
+    "interrupts_captured",
     "replace_run_queue_config",
     "run_dagster_cli",
     "run_dagster_daemon",
@@ -128,17 +129,24 @@ RUN_EXECUTION_MODULES = ("dagster", "dagster._cli.api", "dagster._core.execution
 def execute_run_in_this_process(instance: DagsterInstance, run_id: str) -> int:
     """Execute a launched run (status STARTING) here, as ``dagster api execute_run`` does in a fresh
     process: the warm run worker's task (orchestration/run_launcher.py; dagster-celery's own task calls
-    the same function). SIGINT interrupts it: the run ends CANCELED when it was CANCELING."""
+    the same function). Within :func:`interrupts_captured`, SIGINT interrupts it: the run ends
+    CANCELED when it was CANCELING."""
     from dagster._cli.api import _execute_run_command_body
+
+    return _execute_run_command_body(
+        run_id=run_id,
+        instance=instance,
+        write_stream_fn=lambda _event: None,
+        set_exit_code_on_failure=False,
+    )
+
+
+def interrupts_captured() -> Any:
+    """Dagster's ``capture_interrupts``: inside, SIGINT is recorded and raised as Dagster's interrupt
+    at the next point where a run may stop (as in every run worker the code server starts)."""
     from dagster._utils.interrupts import capture_interrupts
 
-    with capture_interrupts():
-        return _execute_run_command_body(
-            run_id=run_id,
-            instance=instance,
-            write_stream_fn=lambda _event: None,
-            set_exit_code_on_failure=False,
-        )
+    return capture_interrupts()
 
 
 def interrupt_this_process() -> None:

@@ -140,6 +140,33 @@ def make_celery_app(environ: Mapping[str, str] | None = None) -> Celery:
     return app
 
 
+def prepare_broker(environ: Mapping[str, str] | None = None) -> None:
+    """Create the embedded broker's tables (kombu's queue and message tables, Celery's task table)
+    once, under an advisory lock: kombu and Celery create them on first use, and two processes doing
+    so at once collide (``CREATE SEQUENCE``). Nothing to do on Redis. Run by ``serve run-worker`` and
+    ``serve daemon`` before they start."""
+    broker, _backend = broker_and_backend(environ)
+    if not broker.startswith(f"{SQLA_TRANSPORT_ALIAS}+"):
+        return
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
+    engine = sa.create_engine(broker.partition("+")[2], poolclass=NullPool)
+    try:
+        with engine.connect() as lock:
+            lock.execute(sa.text("SELECT pg_advisory_lock(hashtext('optima_pipelines.run_broker'))"))
+            try:
+                app = make_celery_app(environ)
+                with app.connection_for_write() as conn:
+                    conn.default_channel.queue_declare(queue=RUN_QUEUE)
+                app.backend.ResultSession().close()  # type: ignore[attr-defined]
+            finally:
+                lock.execute(sa.text("SELECT pg_advisory_unlock(hashtext('optima_pipelines.run_broker'))"))
+                lock.commit()
+    finally:
+        engine.dispose()
+
+
 class WarmRunLauncher(RunLauncher):
     """dagster-celery's launcher, sending our task (see the module's docstring)."""
 
@@ -300,29 +327,44 @@ def _instance() -> DagsterInstance:
 
 
 def execute_run(run_id: str) -> int:
-    """Execute one run in this process, interrupting it when it is asked to stop."""
-    from optima_pipelines.orchestration.dagster_internals import execute_run_in_this_process, interrupt_this_process
+    """Execute one run in this process, interrupting it while it is asked to stop.
+
+    Dagster interrupts a terminated run once (SIGINT, as the code server does to its run workers);
+    a step with a retry policy takes that interrupt as a reason to retry, and the run would go on.
+    Here the interrupt is repeated every CANCEL_POLL_SECONDS while the run is CANCELING: one that
+    lands between two attempts stops the run at the next, and it ends CANCELED."""
+    from optima_pipelines.orchestration.dagster_internals import (
+        execute_run_in_this_process,
+        interrupt_this_process,
+        interrupts_captured,
+    )
 
     instance = _instance()
     done = threading.Event()
+    lock = threading.Lock()
 
     def watch() -> None:
         while not done.wait(CANCEL_POLL_SECONDS):
             try:
                 run = instance.get_run_by_id(run_id)
-            except Exception:
+            except Exception:  # a database hiccup: look again next second
                 continue
             if run is not None and run.status == DagsterRunStatus.CANCELING:
-                interrupt_this_process()
-                return
+                with lock:
+                    # Never after the run returned: this process's own SIGINT handler is back then.
+                    if done.is_set():
+                        return
+                    interrupt_this_process()
 
     watcher = threading.Thread(target=watch, name=f"cancel-watch-{run_id[:8]}", daemon=True)
-    watcher.start()
-    try:
-        return execute_run_in_this_process(instance, run_id)
-    finally:
-        done.set()
-        watcher.join(5)
+    with interrupts_captured():
+        watcher.start()
+        try:
+            return execute_run_in_this_process(instance, run_id)
+        finally:
+            with lock:
+                done.set()
+            watcher.join(5)
 
 
 def preload() -> None:

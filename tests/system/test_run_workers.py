@@ -33,8 +33,9 @@ mutation($runId: String!) {
 
 
 def run_pid(stack, run_id: str) -> int | None:  # type: ignore[no-untyped-def]
-    for entry in stack.instance.all_logs(run_id, of_type=DagsterEventType.ENGINE_EVENT):
-        if entry.message.startswith("Started process for run") and entry.dagster_event is not None:
+    """The process that executed the run (its RUN_START event's)."""
+    for entry in stack.instance.all_logs(run_id, of_type=DagsterEventType.RUN_START):
+        if entry.dagster_event is not None and entry.dagster_event.pid:
             return entry.dagster_event.pid
     return None
 
@@ -135,12 +136,29 @@ def test_terminate_from_the_ui_cancels_a_run_in_a_warm_worker(warm_stack):  # ty
         pid = run_pid(stack, run_id)
         result = stack.dev.graphql(TERMINATE, {"runId": run_id})["terminateRun"]
         assert result["__typename"] == "TerminateRunSuccess", result
-        wait_until(
-            lambda: stack.instance.get_run_by_id(run_id).status == DagsterRunStatus.CANCELED,
-            60,
-            "the terminated run to end CANCELED",
-            stack.dev,
-        )
+        try:
+            wait_until(
+                lambda: stack.instance.get_run_by_id(run_id).status == DagsterRunStatus.CANCELED,
+                60,
+                "the terminated run to end CANCELED",
+            )
+        except AssertionError:
+            # What the run did instead, for whoever reads the failure.
+            events = [
+                (
+                    e.dagster_event.event_type_value if e.dagster_event else "",
+                    e.message[:200],
+                    e.dagster_event.pid if e.dagster_event else None,
+                )
+                for e in stack.instance.all_logs(run_id)
+            ]
+            events += [
+                str(e.dagster_event.event_specific_data)[:3000]
+                for e in stack.instance.all_logs(run_id, of_type=DagsterEventType.STEP_UP_FOR_RETRY)
+                if e.dagster_event
+            ]
+            status = stack.instance.get_run_by_id(run_id).status
+            raise AssertionError(f"{status}: {events}\n{stack.dev.log()[-3000:]}") from None
         # The warm process is not lost with the run: it takes the next one.
         assert pid is not None and psutil.pid_exists(pid)
     finally:
