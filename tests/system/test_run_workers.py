@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import psutil
 import pytest
@@ -95,24 +96,30 @@ def test_runs_execute_in_both_run_worker_processes(warm_stack):  # type: ignore[
     wait_until(lambda: len(by_worker()) >= 2, 240, "successful increments in both run workers", stack.dev)
     seen = by_worker()
     assert set(seen) == {"run-worker-1", "run-worker-2"}, seen
-    # No run was started by the code server's spawn path: every run is a Celery task.
+    # No run was started by the code server's spawn path: every launched run is a Celery task.
     for record in records(stack):
+        if record.dagster_run.status in (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED):
+            continue
         assert "dagster-celery/task_id" in record.dagster_run.tags, record.dagster_run.run_id
     failed = [r.dagster_run.run_id for r in records(stack) if r.dagster_run.status == DagsterRunStatus.FAILURE]
     assert failed == []
 
 
-def _hanging_run(stack) -> str:  # type: ignore[no-untyped-def]
-    def started() -> str | None:
+def _hanging_run(stack, since: float) -> str:  # type: ignore[no-untyped-def]
+    """A run whose step started after ``since`` (the sales fault set) and is held by it for 5 s:
+    a run caught finishing would race the test's own action."""
+
+    def held() -> str | None:
         for record in records(stack):
             run = record.dagster_run
-            if run.status == DagsterRunStatus.STARTED and run_pid(stack, run.run_id) is not None:
-                if stack.instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START):
-                    return run.run_id
+            if run.status != DagsterRunStatus.STARTED:
+                continue
+            starts = stack.instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START)
+            if starts and since < starts[-1].timestamp < time.time() - 5:
+                return run.run_id
         return None
 
-    run_id = wait_until_value(started, 120, "a run mid-step", stack)
-    return run_id
+    return wait_until_value(held, 120, "a run held mid-step by the sales fault", stack)
 
 
 def wait_until_value(fn, timeout: float, what: str, stack):  # type: ignore[no-untyped-def]
@@ -130,9 +137,10 @@ def wait_until_value(fn, timeout: float, what: str, stack):  # type: ignore[no-u
 
 def test_terminate_from_the_ui_cancels_a_run_in_a_warm_worker(warm_stack):  # type: ignore[no-untyped-def]
     stack = warm_stack
+    since = time.time()
     stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=300)
     try:
-        run_id = _hanging_run(stack)
+        run_id = _hanging_run(stack, since)
         pid = run_pid(stack, run_id)
         result = stack.dev.graphql(TERMINATE, {"runId": run_id})["terminateRun"]
         assert result["__typename"] == "TerminateRunSuccess", result
@@ -167,9 +175,10 @@ def test_terminate_from_the_ui_cancels_a_run_in_a_warm_worker(warm_stack):  # ty
 
 def test_a_killed_run_worker_process_fails_its_run_which_is_retried(warm_stack):  # type: ignore[no-untyped-def]
     stack = warm_stack
+    since = time.time()
     stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=300)
     try:
-        run_id = _hanging_run(stack)
+        run_id = _hanging_run(stack, since)
         pid = run_pid(stack, run_id)
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
