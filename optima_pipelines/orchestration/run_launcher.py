@@ -35,6 +35,7 @@ import os
 import socket
 import threading
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from dagster import DagsterInstance, DagsterRunStatus, DefaultRunLauncher
@@ -158,13 +159,52 @@ def prepare_broker(environ: Mapping[str, str] | None = None) -> None:
             try:
                 app = make_celery_app(environ)
                 with app.connection_for_write() as conn:
-                    conn.default_channel.queue_declare(queue=RUN_QUEUE)
+                    channel = conn.default_channel
+                    channel.queue_declare(queue=RUN_QUEUE)
+                    # kombu leaves its session in a transaction after finding an existing queue:
+                    # this process lives on (it waits for its child), and must hold no locks.
+                    channel.session.close()
                 app.backend.ResultSession().close()  # type: ignore[attr-defined]
             finally:
                 lock.execute(sa.text("SELECT pg_advisory_unlock(hashtext('optima_pipelines.run_broker'))"))
                 lock.commit()
     finally:
         engine.dispose()
+
+
+def prune_broker(older_than: timedelta, environ: Mapping[str, str] | None = None) -> int:
+    """Delete what the embedded broker keeps of runs done ``older_than`` ago: kombu's SQLAlchemy
+    transport keeps every delivered message (``visible = false``) and Celery's database backend every
+    task's state. Redis needs nothing (results expire there). Called by the nightly prune_runs job;
+    returns the rows deleted."""
+    if run_launcher_choice(environ) != "celery":
+        return 0
+    broker, _backend = broker_and_backend(environ)
+    if not broker.startswith(f"{SQLA_TRANSPORT_ALIAS}+"):
+        return 0
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
+    # kombu stamps a message with the worker's local naive time when it delivers it; Celery stamps
+    # a task's end in naive UTC.
+    local_cutoff = datetime.now() - older_than
+    utc_cutoff = datetime.now(UTC).replace(tzinfo=None) - older_than
+    engine = sa.create_engine(broker.partition("+")[2], poolclass=NullPool)
+    deleted = 0
+    try:
+        with engine.begin() as conn:
+            if conn.execute(sa.text("SELECT to_regclass('kombu_message')")).scalar() is not None:
+                deleted += conn.execute(
+                    sa.text("DELETE FROM kombu_message WHERE visible = false AND timestamp < :cutoff"),
+                    {"cutoff": local_cutoff},
+                ).rowcount
+            if conn.execute(sa.text("SELECT to_regclass('celery_taskmeta')")).scalar() is not None:
+                deleted += conn.execute(
+                    sa.text("DELETE FROM celery_taskmeta WHERE date_done < :cutoff"), {"cutoff": utc_cutoff}
+                ).rowcount
+    finally:
+        engine.dispose()
+    return deleted
 
 
 class WarmRunLauncher(RunLauncher):

@@ -94,3 +94,49 @@ def test_a_started_task_on_this_host_whose_process_is_gone_is_dead() -> None:
     assert not run_launcher.task_process_alive(f"w@{host}", gone)
     # Another host's process cannot be seen from here: its own worker reports a lost process.
     assert run_launcher.task_process_alive("w@elsewhere.example", gone)
+
+
+def test_the_nightly_prune_deletes_only_old_delivered_messages_and_old_task_states(database_url: str) -> None:  # type: ignore[no-untyped-def]
+    import secrets
+    from datetime import UTC, datetime, timedelta
+
+    from psycopg import sql
+
+    from optima_pipelines.db.connection import connect
+    from optima_pipelines.db.migrate import ensure_schemas
+    from optima_pipelines.db.urls import dagster_storage_url
+
+    schema = f"dagster_broker{secrets.token_hex(3)}"
+    ensure_schemas(database_url, schema)
+    env = {"OPTIMA_RUN_LAUNCHER": "celery", "OPTIMA_DAGSTER_STORAGE_URL": dagster_storage_url(database_url, schema)}
+    try:
+        run_launcher.prepare_broker(env)
+        run_launcher.prepare_broker(env)  # idempotent
+        old_local, old_utc = (
+            datetime.now() - timedelta(days=9),
+            datetime.now(UTC).replace(tzinfo=None) - timedelta(days=9),
+        )
+        with connect(database_url, schema, autocommit=True) as conn:
+            (queue_id,) = conn.execute("SELECT id FROM kombu_queue").fetchone()
+            for visible, at in ((False, old_local), (True, old_local), (False, datetime.now())):
+                conn.execute(
+                    "INSERT INTO kombu_message (id, visible, timestamp, payload, version, queue_id) "
+                    "VALUES (nextval('message_id_sequence'), %s, %s, 'p', 1, %s)",
+                    (visible, at, queue_id),
+                )
+            for task_id, done in (("old", old_utc), ("new", datetime.now(UTC).replace(tzinfo=None))):
+                conn.execute(
+                    "INSERT INTO celery_taskmeta (id, task_id, status, date_done) "
+                    "VALUES (nextval('task_id_sequence'), %s, 'SUCCESS', %s)",
+                    (task_id, done),
+                )
+        assert run_launcher.prune_broker(timedelta(days=7), env) == 2
+        with connect(database_url, schema, autocommit=True) as conn:
+            left = conn.execute("SELECT visible FROM kombu_message ORDER BY id").fetchall()
+            tasks = conn.execute("SELECT task_id FROM celery_taskmeta").fetchall()
+        assert left == [(True,), (False,)]  # the pending one and the recent one
+        assert tasks == [("new",)]
+        assert run_launcher.prune_broker(timedelta(days=7), {**env, "OPTIMA_RUN_LAUNCHER": "default"}) == 0
+    finally:
+        with connect(database_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
