@@ -31,6 +31,11 @@ setup(
         f"dagster=={DAGSTER_VERSION}",
         f"dagster-webserver=={DAGSTER_VERSION}",
         "dagster-postgres==0.29.27",
+        # Warm run workers (OPTIMA_RUN_LAUNCHER=celery, orchestration/run_launcher.py): dagster-celery of
+        # the same release as the Dagster pin; Celery's Redis client for the production broker (the
+        # embedded default broker is kombu's SQLAlchemy transport, on the SQLAlchemy above).
+        "dagster-celery==0.29.27",
+        "celery[redis]>=5.4,<6",
         # dagster-postgres talks psycopg2; our own code talks psycopg 3 (COPY, binary protocol).
         "psycopg2-binary>=2.9,<3",
         "psycopg[binary]>=3.2,<4",

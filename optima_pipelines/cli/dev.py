@@ -17,6 +17,7 @@ import click
 from optima_pipelines.cli.ops import METRICS_PORT_DEFAULT, auth_banner
 from optima_pipelines.ops import processes
 from optima_pipelines.ops.runtime import open_deployment
+from optima_pipelines.settings import run_launcher_choice
 
 
 class _Stop(Exception):
@@ -66,9 +67,18 @@ def _raise_stop(_signum, _frame):  # type: ignore[no-untyped-def]
     "--metrics-port", default=METRICS_PORT_DEFAULT, show_default=True, type=int, help="Port of /metrics; 0: none."
 )
 @click.option("-m", "--module", default=processes.DEFINITIONS_MODULE, show_default=True, help="Definitions module.")
-def dev_cmd(host: str, port: int, metrics_port: int, module: str) -> None:
-    """Run the Dagster UI, the daemon, the code server and the metrics process (Ctrl-C stops all)."""
+@click.option(
+    "--run-workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 16),
+    help="With OPTIMA_RUN_LAUNCHER=celery: how many run worker processes (`serve run-worker`) to start.",
+)
+def dev_cmd(host: str, port: int, metrics_port: int, module: str, run_workers: int) -> None:
+    """Run the Dagster UI, the daemon, the code server and the metrics process (Ctrl-C stops all);
+    with OPTIMA_RUN_LAUNCHER=celery, the warm run workers too."""
     cli = [sys.executable, "-m", "optima_pipelines.cli"]
+    launcher = run_launcher_choice()
     with open_deployment() as dep:
         auth_banner(dep.settings.ui_user, dep.settings.ui_password)  # fails early when half-configured
         code_server = f"{processes.CODE_SERVER_HOST}:{_free_port()}"
@@ -88,6 +98,14 @@ def dev_cmd(host: str, port: int, metrics_port: int, module: str) -> None:
                 [*cli, "serve", "webserver", "--host", host, "--port", str(port), "--code-server", code_server],
             ),
         ]
+        if launcher == "celery":
+            # The run queue's slots shared among the workers: every run the queue lets through finds a
+            # warm process at once.
+            per_worker = -(-processes.RUN_WORKER_CONCURRENCY // run_workers)
+            for n in range(1, run_workers + 1):
+                argv = [*cli, "serve", "run-worker", "-m", module, "-c", str(per_worker), "--name", f"run-worker-{n}"]
+                services.append((f"run worker {n}", argv))
+            click.echo(f"run launcher: celery, {run_workers} run worker(s) x {per_worker} processes")
         if metrics_port:
             services.append(("metrics", [*cli, "metrics", "--host", host, "--port", str(metrics_port)]))
         demo_sim = _demo_simulator(dep.settings.state_dir, dep.settings.wb_base_url)

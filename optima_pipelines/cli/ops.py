@@ -8,6 +8,7 @@ Kubernetes). None of them migrates: ``optima-pipelines db upgrade`` does, once p
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -15,6 +16,7 @@ import click
 from optima_pipelines.errors import ConfigError
 from optima_pipelines.ops import processes
 from optima_pipelines.ops.runtime import open_deployment
+from optima_pipelines.settings import run_launcher_choice
 
 CODE_SERVER_DEFAULT = f"{processes.CODE_SERVER_HOST}:{processes.CODE_SERVER_PORT}"
 METRICS_PORT_DEFAULT = 9464
@@ -43,7 +45,8 @@ def serve_group() -> None:
 def code_server_cmd(module: str, location_name: str, host: str, port: int) -> None:
     """Dagster's code server (gRPC) for the code location: the daemon and the UI load definitions from it."""
     with open_deployment(migrate=False) as dep:
-        argv = processes.code_server_argv(module, location_name, host, port)
+        forkserver = os.environ.get("OPTIMA_CODE_SERVER_FORKSERVER", "") == "1"
+        argv = processes.code_server_argv(module, location_name, host, port, forkserver=forkserver)
         sys.exit(processes.run_child(argv, dep.child_env()))
 
 
@@ -56,8 +59,36 @@ def daemon_cmd(code_server: str, wait: int) -> None:
     with open_deployment(migrate=False) as dep:
         env = dep.child_env()
         workspace = processes.write_grpc_workspace(dep.dagster_home, host, port)
+        if run_launcher_choice(env) == "celery":
+            from optima_pipelines.orchestration.run_launcher import prepare_broker
+
+            prepare_broker(env)
         processes.wait_for_code_server(host, port, wait, env)
         sys.exit(processes.run_child(processes.daemon_argv(workspace), env))
+
+
+@serve_group.command("run-worker")
+@click.option(
+    "-m",
+    "--module",
+    default=processes.DEFINITIONS_MODULE,
+    show_default=True,
+    help="Definitions module imported at start.",
+)
+@click.option(
+    "-c", "--concurrency", default=processes.RUN_WORKER_CONCURRENCY, show_default=True, type=int, help="Runs at once."
+)
+@click.option("--name", default="optima", show_default=True, help="Worker name (NAME@host): unique per host.")
+def run_worker_cmd(module: str, concurrency: int, name: str) -> None:
+    """Warm run workers (OPTIMA_RUN_LAUNCHER=celery): execute runs taken from the broker in processes
+    that imported Dagster and the definitions once. Run as many as you like, on any host that reaches
+    the database and the broker."""
+    from optima_pipelines.orchestration.run_launcher import prepare_broker
+
+    with open_deployment(migrate=False) as dep:
+        env = {**dep.child_env(), "OPTIMA_RUN_WORKER_PRELOAD": module}
+        prepare_broker(env)
+        sys.exit(processes.run_child(processes.run_worker_argv(concurrency, name), env))
 
 
 @serve_group.command("webserver")

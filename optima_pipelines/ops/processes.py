@@ -1,12 +1,15 @@
 """The deployment's long-running processes, as ``dev`` runs them and as ``deploy/`` runs them in production.
 
-Four processes, each an ``optima-pipelines serve ...`` command (or ``metrics``):
+Four processes (five with warm run workers), each an ``optima-pipelines serve ...`` command (or ``metrics``):
 
 - ``code-server``: Dagster's code server (gRPC) for the code location; it launches the run workers.
 - ``daemon``: ``dagster-daemon`` (schedules, sensors, the run queue, run monitoring, backfills), its
   sensor loop every second (``ops/daemon.py``).
 - ``webserver``: the Dagster UI behind basic auth (``ops/webserver.py``).
 - ``metrics``: ``/metrics`` and ``/health`` (``ops/server.py``).
+- ``run-worker`` (only with ``OPTIMA_RUN_LAUNCHER=celery``): warm run workers taking runs from the
+  broker instead of the code server starting a process per run (``orchestration/run_launcher.py``);
+  any number of them, on any number of hosts.
 
 The daemon and the webserver both talk to the one code server through a workspace file written
 into DAGSTER_HOME (:func:`write_grpc_workspace`), so definitions are loaded once, not three times.
@@ -57,7 +60,14 @@ def write_grpc_workspace(dagster_home: Path, host: str, port: int, location_name
     return path
 
 
-def code_server_argv(module: str, location_name: str, host: str, port: int) -> list[str]:
+def code_server_argv(module: str, location_name: str, host: str, port: int, forkserver: bool = False) -> list[str]:
+    if forkserver:
+        # Issue 17's way (b), measured by bench/orchestration.py: `dagster api grpc` in a process of
+        # ours, its run workers forked from a preloaded forkserver (ops/forkserver_code_server.py).
+        return [
+            sys.executable, "-m", "optima_pipelines.ops.forkserver_code_server", "-m", module,
+            "--location-name", location_name, "-h", host, "-p", str(port), "--use-python-environment-entry-point",
+        ]  # fmt: skip
     return [
         sys.executable,
         "-m",
@@ -80,6 +90,24 @@ def code_server_argv(module: str, location_name: str, host: str, port: int) -> l
 def daemon_argv(workspace: Path) -> list[str]:
     # dagster-daemon with its sensor loop every second (ops/daemon.py).
     return [sys.executable, "-m", "optima_pipelines.ops.daemon", "run", "-w", str(workspace)]
+
+
+#: Processes of one run worker (``serve run-worker``): as many as dagster.yaml's max_concurrent_runs,
+#: so that every run the queue lets through finds a warm process at once.
+RUN_WORKER_CONCURRENCY = 6
+
+
+def run_worker_argv(concurrency: int, name: str) -> list[str]:
+    """A warm run worker (OPTIMA_RUN_LAUNCHER=celery): a Celery prefork worker whose processes
+    imported Dagster and the definitions once (orchestration/run_launcher.py)."""
+    return [
+        sys.executable, "-m", "celery", "-A", "optima_pipelines.orchestration.run_workers", "worker",
+        "--pool", "prefork", "--concurrency", str(concurrency), "--hostname", f"{name}@%h",
+        "--queues", "optima-runs", "--prefetch-multiplier", "1", "-O", "fair", "--loglevel", "INFO",
+        # Gossip, mingle and the heartbeat are broadcasts between workers: nothing here uses them,
+        # and the SQLAlchemy transport cannot carry them.
+        "--without-gossip", "--without-mingle", "--without-heartbeat",
+    ]  # fmt: skip
 
 
 def wait_for_code_server(host: str, port: int, timeout: float, env: dict[str, str] | None = None) -> None:

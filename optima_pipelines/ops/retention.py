@@ -119,9 +119,12 @@ def prune_runs_op(context: OpExecutionContext, config: PruneRunsConfig, warehous
     cutoff = datetime.now(UTC) - timedelta(days=days)
     result = prune_successful_runs(context.instance, cutoff, max_deletes=config.max_deletes, skip_run_id=context.run_id)
     history = prune_ops_history(warehouse, cutoff)
+    from optima_pipelines.orchestration.run_launcher import prune_broker
+
+    broker = prune_broker(timedelta(days=days))
     context.log.info(
         f"deleted {result.deleted} successful runs older than {days} days; kept {result.kept_latest} that hold "
-        f"a partition's latest materialization; pruned {history} ops history rows"
+        f"a partition's latest materialization; pruned {history} ops history rows and {broker} run broker rows"
     )
     context.add_output_metadata(
         {
@@ -129,6 +132,7 @@ def prune_runs_op(context: OpExecutionContext, config: PruneRunsConfig, warehous
             "runs_kept_latest_materialization": result.kept_latest,
             "runs_scanned": result.scanned,
             "ops_history_rows_deleted": history,
+            "run_broker_rows_deleted": broker,
             "older_than_days": days,
         }
     )

@@ -17,7 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from dagster._core.launcher import (
+    CheckRunHealthResult,
+    LaunchRunContext,
+    ResumeRunContext,
+    RunLauncher,
+    WorkerStatus,
+)
 from dagster._core.storage.tags import GRPC_INFO_TAG, WILL_RETRY_TAG
+from dagster._serdes import ConfigurableClass, ConfigurableClassData
 from dagster._utils.error import SerializableErrorInfo
 
 if TYPE_CHECKING:
@@ -26,11 +34,24 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GRPC_INFO_TAG",
+    "RUN_EXECUTION_MODULES",
     "RUN_STORAGE_COLUMNS",
     "WILL_RETRY_TAG",
+    "CheckRunHealthResult",
+    "ConfigurableClass",
+    "ConfigurableClassData",
+    "LaunchRunContext",
+    "ResumeRunContext",
+    "RunLauncher",
     "SerializableErrorInfo",
+    "WorkerStatus",
     "coordinator_instance",
+    "execute_run_in_this_process",
+    "fork_run_workers_from_preloaded_server",
+    "interrupt_this_process",
+    "interrupts_captured",
     "replace_run_queue_config",
+    "run_dagster_cli",
     "run_dagster_daemon",
     "serve_with_wrapped_app",
     "set_sensor_loop_seconds",
@@ -43,6 +64,10 @@ __all__ = [
 # GRPC_INFO_TAG (".dagster/grpc_info"): the hidden tag where the run launcher records the code server
 # that started a run, JSON with "host" (sensors/queue.py: only runs started on this host are checked
 # for a dead worker).
+
+# RunLauncher and its types (CheckRunHealthResult, WorkerStatus, LaunchRunContext, ResumeRunContext)
+# and ConfigurableClass: what a run launcher named in dagster.yaml must be (orchestration/run_launcher.py).
+# Dagster documents custom run launchers but exports only DefaultRunLauncher at the top level.
 
 #: Dagster's run storage tables and the columns /metrics reads with SQL (ops/sql/*.sql): the public
 #: API has no way to group runs by a tag, and one count query per (queue, status) would not scale.
@@ -93,4 +118,73 @@ def run_dagster_daemon() -> None:
     """The ``dagster-daemon`` command itself (its console script calls this ``main``), in this process."""
     from dagster._daemon.cli import main
 
+    main()
+
+
+#: What a run worker imports before its first run, beyond the definitions: Dagster's run execution
+#: (the warm run workers' preload and the forkserver's).
+RUN_EXECUTION_MODULES = ("dagster", "dagster._cli.api", "dagster._core.execution.api", "dagster._grpc.impl")
+
+
+def execute_run_in_this_process(instance: DagsterInstance, run_id: str) -> int:
+    """Execute a launched run (status STARTING) here, as ``dagster api execute_run`` does in a fresh
+    process: the warm run worker's task (orchestration/run_launcher.py; dagster-celery's own task calls
+    the same function). Within :func:`interrupts_captured`, SIGINT interrupts it: the run ends
+    CANCELED when it was CANCELING."""
+    from dagster._cli.api import _execute_run_command_body
+
+    return _execute_run_command_body(
+        run_id=run_id,
+        instance=instance,
+        write_stream_fn=lambda _event: None,
+        set_exit_code_on_failure=False,
+    )
+
+
+def interrupts_captured() -> Any:
+    """Dagster's ``capture_interrupts``: inside, SIGINT is recorded and raised as Dagster's interrupt
+    at the next point where a run may stop (as in every run worker the code server starts)."""
+    from dagster._utils.interrupts import capture_interrupts
+
+    return capture_interrupts()
+
+
+def interrupt_this_process() -> None:
+    """Interrupt the run this process executes, from another thread (what the default launcher's
+    termination does to its run worker)."""
+    from dagster._utils import send_interrupt
+
+    send_interrupt()
+
+
+def fork_run_workers_from_preloaded_server(preload: list[str]) -> None:
+    """Make every code server created in this process start its run workers from a forkserver that
+    imported ``preload`` (Dagster, the definitions) once, instead of the ``spawn`` processes that
+    ``DagsterApiServer.__init__`` hard-codes (``self._mp_ctx``), which import everything anew per run.
+
+    The forkserver measured against the warm run workers (bench/orchestration.py --launchers
+    default,forkserver,celery; OPTIMA_CODE_SERVER_FORKSERVER=1, ``serve code-server`` then runs
+    :mod:`optima_pipelines.ops.forkserver_code_server`)."""
+    import multiprocessing
+
+    from dagster._grpc.server import DagsterApiServer
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(preload)
+    original = DagsterApiServer.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self._mp_ctx = ctx
+
+    DagsterApiServer.__init__ = init  # type: ignore[method-assign]
+
+
+def run_dagster_cli(argv: list[str]) -> None:
+    """Dagster's own command line (``python -m dagster`` is ``dagster._cli.main``) with ``argv``, in this process."""
+    import sys
+
+    from dagster._cli import main
+
+    sys.argv = ["dagster", *argv]
     main()

@@ -38,9 +38,11 @@ class Stack:
     tmp: Path
     dev: RunningDeployment = field(init=False)
     _dev_cm: Any = field(init=False, default=None)
+    #: Options of `optima-pipelines dev` (e.g. ``("--run-workers", "2")``).
+    dev_args: tuple[str, ...] = ()
 
     def start_dev(self) -> RunningDeployment:
-        self._dev_cm = running_dev(self.environment, self.tmp)
+        self._dev_cm = running_dev(self.environment, self.tmp, args=self.dev_args)
         self.dev = self._dev_cm.__enter__()
         return self.dev
 
@@ -59,7 +61,13 @@ def stack_factory(database_url: str, secret_key: str, tmp_path_factory) -> Itera
     """Builds a Stack with the given cabinets and settings; everything is torn down after the module."""
     created: list[tuple[str, object]] = []
 
-    def build(cabinets: list[CabinetSpec], *, time_scale: float = 60, extra_env: dict[str, str] | None = None) -> Stack:
+    def build(
+        cabinets: list[CabinetSpec],
+        *,
+        time_scale: float = 60,
+        extra_env: dict[str, str] | None = None,
+        dev_args: tuple[str, ...] = (),
+    ) -> Stack:
         env = f"sys{secrets.token_hex(4)}"
         tmp: Path = tmp_path_factory.mktemp(env)
         upgrade(database_url, f"optima_{env}")
@@ -91,7 +99,17 @@ def stack_factory(database_url: str, secret_key: str, tmp_path_factory) -> Itera
             for key, value in {**environment, "DAGSTER_HOME": str(home)}.items():
                 mp.setenv(key, value)
             instance = DagsterInstance.get()
-        stack = Stack(env, sim, instance, database_url, tokens, tmp / "state" / "dagster" / env, environment, tmp)
+        stack = Stack(
+            env,
+            sim,
+            instance,
+            database_url,
+            tokens,
+            tmp / "state" / "dagster" / env,
+            environment,
+            tmp,
+            dev_args=dev_args,
+        )
         created.append((env, (stack, server, instance)))
         stack.start_dev()
         return stack

@@ -129,3 +129,41 @@ def test_the_sensor_loop_sleeps_for_the_constant_we_set() -> None:
         assert sensor_daemon.MIN_INTERVAL_LOOP_TIME == 1
     finally:
         sensor_daemon.MIN_INTERVAL_LOOP_TIME = original
+
+
+def test_the_code_server_starts_run_workers_from_the_context_we_replace() -> None:
+    from dagster._grpc import server
+
+    init = inspect.getsource(server.DagsterApiServer.__init__)
+    assert 'self._mp_ctx = multiprocessing.get_context("spawn")' in init, (
+        "DagsterApiServer no longer keeps its run workers' multiprocessing context in _mp_ctx: "
+        "fork_run_workers_from_preloaded_server (OPTIMA_CODE_SERVER_FORKSERVER) has no effect"
+    )
+    assert "self._mp_ctx.Process(" in inspect.getsource(server.DagsterApiServer), (
+        "DagsterApiServer no longer starts run workers with _mp_ctx.Process"
+    )
+
+
+def test_the_warm_worker_executes_runs_with_dagsters_own_run_command() -> None:
+    from dagster._cli import api, main  # noqa: F401 - run_dagster_cli calls main
+    from dagster._utils import send_interrupt  # noqa: F401
+    from dagster._utils.interrupts import capture_interrupts  # noqa: F401
+
+    params = list(inspect.signature(api._execute_run_command_body).parameters)
+    assert params == ["run_id", "instance", "write_stream_fn", "set_exit_code_on_failure"], (
+        f"dagster api execute_run's body changed its signature ({params}): execute_run_in_this_process "
+        "(the warm run workers' task) must follow"
+    )
+
+
+def test_dagster_celery_is_the_release_of_the_dagster_pin() -> None:
+    import dagster
+    import dagster_celery
+    from dagster_celery.tags import DAGSTER_CELERY_TASK_ID_TAG
+
+    major, minor = dagster.__version__.split(".")[:2]
+    assert dagster_celery.__version__.split(".")[:2] == ["0", str(int(minor) + 16)], (
+        f"dagster-celery {dagster_celery.__version__} is not the release of dagster {dagster.__version__}"
+    )
+    assert major == "1"
+    assert DAGSTER_CELERY_TASK_ID_TAG == "dagster-celery/task_id"

@@ -52,7 +52,15 @@ def test_procfile_runs_existing_commands():
 
 
 @pytest.mark.parametrize(
-    "name", ["optima-migrate", "optima-code-server", "optima-daemon", "optima-webserver", "optima-metrics"]
+    "name",
+    [
+        "optima-migrate",
+        "optima-code-server",
+        "optima-daemon",
+        "optima-webserver",
+        "optima-metrics",
+        "optima-run-worker@",
+    ],
 )
 def test_systemd_units_run_existing_commands_with_the_env_file(name):
     unit = units()[name]
@@ -65,6 +73,16 @@ def test_systemd_units_run_existing_commands_with_the_env_file(name):
     for line in exec_starts:
         parse_invocation(shlex.split(line.removeprefix("ExecStart=")))
     assert unit["Service"]["EnvironmentFile"] == "/etc/optima/optima.env"
+
+
+def test_the_procfile_s_run_worker_line_runs_an_existing_command():
+    lines = [
+        line.removeprefix("# run-worker:").strip()
+        for line in (DEPLOY / "Procfile").read_text().splitlines()
+        if line.startswith("# run-worker:")
+    ]
+    assert len(lines) == 1
+    parse_invocation(shlex.split(lines[0]))
 
 
 def test_the_env_example_sets_only_known_variables():

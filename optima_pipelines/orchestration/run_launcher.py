@@ -1,0 +1,425 @@
+"""The deployment's run launcher: Dagster's default one, or warm run workers fed by Celery (issue 17).
+
+dagster.yaml names :class:`OptimaRunLauncher` in every deployment; ``OPTIMA_RUN_LAUNCHER`` chooses
+what it does (settings.py):
+
+- ``default``: Dagster's ``DefaultRunLauncher``. The code server starts every run worker as a fresh
+  ``spawn`` process that imports Dagster and the definitions before its first line of work (2–4
+  CPU-seconds on 2 cores, more than the work of most of our runs).
+- ``celery``: dagster-celery's ``CeleryRunLauncher`` with our own task. A run is a Celery task taken
+  by a long-lived run worker (``optima-pipelines serve run-worker``: a Celery prefork worker whose
+  processes imported Dagster and the definitions once, at start). Workers on any number of hosts take
+  runs from one broker: that is how the deployment grows past one machine. The broker is Redis in
+  production (``OPTIMA_RUN_WORKER_BROKER_URL``) and, unset, kombu's SQLAlchemy transport on Dagster's
+  own PostgreSQL schema (no new server); the task states (Celery's result backend) are kept there too.
+
+What the default launcher gets from the code server, the celery path does itself, independent of the
+broker (the SQLAlchemy transport has no broadcast, so Celery's ``revoke`` cannot reach a worker):
+
+- termination from the UI: :meth:`WarmRunLauncher.terminate` marks the run CANCELING (or CANCELED when
+  no worker took it yet); the worker executing it watches the run's status every second and interrupts
+  its own run, which ends CANCELED as with the default launcher;
+- run monitoring: :meth:`WarmRunLauncher.check_run_worker_health` reads the task's state; a task
+  whose process died under a living worker is FAILURE (Celery's WorkerLostError), and a STARTED task
+  whose process on this host is gone (the whole worker killed) is reported failed too, so the daemon
+  marks the run failed and dagster.yaml's run_retries re-queues it, as dead_run_sensor does for the
+  default launcher's workers;
+- graceful shutdown: stopping a run worker interrupts the runs it holds like stopping the code server
+  does: they are marked failed by run monitoring and re-queued once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import threading
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from dagster import DagsterInstance, DagsterRunStatus, DefaultRunLauncher
+
+from optima_pipelines.orchestration.dagster_internals import (
+    CheckRunHealthResult,
+    ConfigurableClass,
+    ConfigurableClassData,
+    LaunchRunContext,
+    ResumeRunContext,
+    RunLauncher,
+    WorkerStatus,
+)
+from optima_pipelines.settings import run_launcher_choice
+
+if TYPE_CHECKING:
+    from celery import Celery
+    from dagster import DagsterRun
+
+#: The Celery queue (and routing key prefix) the run workers consume.
+RUN_QUEUE = "optima-runs"
+#: Our task: execute one Dagster run in this (warm) worker process.
+TASK_EXECUTE_RUN = "optima.execute_run"
+#: How often a worker looks whether the run it executes was asked to stop.
+CANCEL_POLL_SECONDS = 1.0
+#: The definitions module a run worker imports at start (``serve run-worker -m``).
+PRELOAD_ENV = "OPTIMA_RUN_WORKER_PRELOAD"
+BROKER_ENV = "OPTIMA_RUN_WORKER_BROKER_URL"
+
+
+#: kombu's SQLAlchemy transport polling its table every 0.2 s instead of 1 s (a run's start waits for
+#: the next poll; ~5 light queries a second from each idle worker). Its own option would be handed to
+#: SQLAlchemy's create_engine, so the interval is a subclass's, under an alias of ours.
+SQLA_TRANSPORT_ALIAS = "optima-sqla"
+
+
+def _register_sqla_transport() -> None:
+    from kombu.transport import TRANSPORT_ALIASES
+
+    TRANSPORT_ALIASES.setdefault(
+        SQLA_TRANSPORT_ALIAS, "optima_pipelines.orchestration.run_launcher:PollingSQLATransport"
+    )
+
+
+def __getattr__(name: str) -> Any:
+    # The transport class is built on first use: kombu's SQLAlchemy module is imported only with celery.
+    if name == "PollingSQLATransport":
+        from kombu.transport.sqlalchemy import Transport
+
+        cls = type("PollingSQLATransport", (Transport,), {"polling_interval": 0.2, "__module__": __name__})
+        globals()[name] = cls
+        return cls
+    raise AttributeError(name)
+
+
+def broker_and_backend(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The Celery broker URL and result backend URL of this deployment.
+
+    Redis (``redis://``): the same server for both. Unset: SQLAlchemy on Dagster's storage URL (its
+    schema, ``dagster_<env>``, holds kombu's two queue tables and Celery's task table)."""
+    env = os.environ if environ is None else environ
+    broker = env.get(BROKER_ENV, "").strip()
+    if broker:
+        if broker.startswith(("redis://", "rediss://")):
+            return broker, broker
+        if broker.startswith(("sqla+", f"{SQLA_TRANSPORT_ALIAS}+")):
+            return broker, "db+" + broker.partition("+")[2]
+        return broker, env.get("OPTIMA_RUN_WORKER_BACKEND_URL", "") or "rpc://"
+    storage = env.get("OPTIMA_DAGSTER_STORAGE_URL", "").strip()
+    if not storage:
+        from optima_pipelines.errors import ConfigError
+
+        raise ConfigError("OPTIMA_RUN_LAUNCHER=celery needs OPTIMA_RUN_WORKER_BROKER_URL or Dagster's storage URL")
+    return f"{SQLA_TRANSPORT_ALIAS}+{storage}", "db+" + storage
+
+
+def make_celery_app(environ: Mapping[str, str] | None = None) -> Celery:
+    """The Celery app both sides use: the daemon's launcher sends to it, the run workers consume it."""
+    from dagster_celery.make_app import make_app_with_task_routes
+
+    broker, backend = broker_and_backend(environ)
+    _register_sqla_transport()
+    transport_options: dict[str, Any] = {"max_retries": 3, "interval_start": 0, "interval_step": 0.2}
+    app = make_app_with_task_routes(
+        task_routes={TASK_EXECUTE_RUN: {"queue": RUN_QUEUE, "routing_key": f"{RUN_QUEUE}.{TASK_EXECUTE_RUN}"}},
+        app_args={"broker": broker, "backend": backend, "task_default_queue": RUN_QUEUE},
+    )
+    from kombu import Queue
+
+    app.conf.task_queues = [Queue(RUN_QUEUE, routing_key=f"{RUN_QUEUE}.#")]
+    app.conf.update(
+        broker_transport_options=transport_options,
+        broker_connection_retry_on_startup=True,
+        # One run per worker process at a time, taken only when the process is free: a run never
+        # waits behind another in a busy process while an idle one exists.
+        worker_prefetch_multiplier=1,
+        task_acks_late=False,
+        task_track_started=True,
+        # Task states are read by run monitoring while the run lives; a week is plenty.
+        result_expires=7 * 24 * 3600,
+        worker_hijack_root_logger=False,
+    )
+    return app
+
+
+def prepare_broker(environ: Mapping[str, str] | None = None) -> None:
+    """Create the embedded broker's tables (kombu's queue and message tables, Celery's task table)
+    once, under an advisory lock: kombu and Celery create them on first use, and two processes doing
+    so at once collide (``CREATE SEQUENCE``). Nothing to do on Redis. Run by ``serve run-worker`` and
+    ``serve daemon`` before they start."""
+    broker, _backend = broker_and_backend(environ)
+    if not broker.startswith(f"{SQLA_TRANSPORT_ALIAS}+"):
+        return
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
+    engine = sa.create_engine(broker.partition("+")[2], poolclass=NullPool)
+    try:
+        with engine.connect() as lock:
+            lock.execute(sa.text("SELECT pg_advisory_lock(hashtext('optima_pipelines.run_broker'))"))
+            try:
+                app = make_celery_app(environ)
+                with app.connection_for_write() as conn:
+                    channel = conn.default_channel
+                    channel.queue_declare(queue=RUN_QUEUE)
+                    # kombu leaves its session in a transaction after finding an existing queue:
+                    # this process lives on (it waits for its child), and must hold no locks.
+                    channel.session.close()
+                app.backend.ResultSession().close()  # type: ignore[attr-defined]
+            finally:
+                lock.execute(sa.text("SELECT pg_advisory_unlock(hashtext('optima_pipelines.run_broker'))"))
+                lock.commit()
+    finally:
+        engine.dispose()
+
+
+def prune_broker(older_than: timedelta, environ: Mapping[str, str] | None = None) -> int:
+    """Delete what the embedded broker keeps of runs done ``older_than`` ago: kombu's SQLAlchemy
+    transport keeps every delivered message (``visible = false``) and Celery's database backend every
+    task's state. Redis needs nothing (results expire there). Called by the nightly prune_runs job;
+    returns the rows deleted."""
+    if run_launcher_choice(environ) != "celery":
+        return 0
+    broker, _backend = broker_and_backend(environ)
+    if not broker.startswith(f"{SQLA_TRANSPORT_ALIAS}+"):
+        return 0
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
+    # kombu stamps a message with the worker's local naive time when it delivers it; Celery stamps
+    # a task's end in naive UTC.
+    local_cutoff = datetime.now() - older_than
+    utc_cutoff = datetime.now(UTC).replace(tzinfo=None) - older_than
+    engine = sa.create_engine(broker.partition("+")[2], poolclass=NullPool)
+    deleted = 0
+    try:
+        with engine.begin() as conn:
+            if conn.execute(sa.text("SELECT to_regclass('kombu_message')")).scalar() is not None:
+                deleted += conn.execute(
+                    sa.text("DELETE FROM kombu_message WHERE visible = false AND timestamp < :cutoff"),
+                    {"cutoff": local_cutoff},
+                ).rowcount
+            if conn.execute(sa.text("SELECT to_regclass('celery_taskmeta')")).scalar() is not None:
+                deleted += conn.execute(
+                    sa.text("DELETE FROM celery_taskmeta WHERE date_done < :cutoff"), {"cutoff": utc_cutoff}
+                ).rowcount
+    finally:
+        engine.dispose()
+    return deleted
+
+
+class WarmRunLauncher(RunLauncher):
+    """dagster-celery's launcher, sending our task (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.celery = make_celery_app()
+        super().__init__()
+
+    @property
+    def instance(self) -> DagsterInstance:
+        return self._instance  # type: ignore[attr-defined]
+
+    def launch_run(self, context: LaunchRunContext) -> None:
+        from dagster_celery.tags import DAGSTER_CELERY_TASK_ID_TAG
+
+        run = context.dagster_run
+        self.instance.report_engine_event("Sending the run to the run workers (Celery)", run, cls=self.__class__)
+        result = self.celery.send_task(
+            TASK_EXECUTE_RUN,
+            kwargs={"run_id": run.run_id},
+            queue=RUN_QUEUE,
+            routing_key=f"{RUN_QUEUE}.{TASK_EXECUTE_RUN}",
+        )
+        self.instance.add_run_tags(run.run_id, {DAGSTER_CELERY_TASK_ID_TAG: result.task_id})
+
+    def _task_id(self, run: DagsterRun) -> str | None:
+        from dagster_celery.tags import DAGSTER_CELERY_TASK_ID_TAG
+
+        return run.tags.get(DAGSTER_CELERY_TASK_ID_TAG)
+
+    def terminate(self, run_id: str) -> bool:
+        run = self.instance.get_run_by_id(run_id)
+        if run is None or run.is_finished:
+            return False
+        task_id = self._task_id(run)
+        state = self.celery.AsyncResult(task_id).state if task_id else "PENDING"
+        if state == "PENDING" and run.status in (DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING):
+            # No worker took it yet: when one does, Dagster sees CANCELED and does not start it.
+            self.instance.report_run_canceled(run, message="Canceled before a run worker took it.")
+            return True
+        # The worker executing it sees CANCELING within CANCEL_POLL_SECONDS and interrupts the run.
+        self.instance.report_run_canceling(run)
+        return True
+
+    @property
+    def supports_check_run_worker_health(self) -> bool:
+        return True
+
+    def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
+        task_id = self._task_id(run)
+        if task_id is None:
+            return CheckRunHealthResult(WorkerStatus.UNKNOWN, "the run has no Celery task")
+        result = self.celery.AsyncResult(task_id)
+        state = result.state
+        if state == "SUCCESS":
+            return CheckRunHealthResult(WorkerStatus.SUCCESS)
+        if state in ("FAILURE", "REVOKED"):
+            return CheckRunHealthResult(WorkerStatus.FAILED, f"the run worker's task ended {state}: {result.info!r}")
+        if state == "STARTED":
+            info = result.info if isinstance(result.info, dict) else {}
+            if not task_process_alive(info.get("hostname"), info.get("pid")):
+                return CheckRunHealthResult(
+                    WorkerStatus.FAILED,
+                    f"the run worker process (pid {info.get('pid')} on {info.get('hostname')}) is gone",
+                )
+            return CheckRunHealthResult(WorkerStatus.RUNNING)
+        return CheckRunHealthResult(WorkerStatus.UNKNOWN, f"task {state}")
+
+    def get_run_worker_debug_info(self, run: DagsterRun, include_container_logs: bool | None = True) -> str | None:
+        task_id = self._task_id(run)
+        if task_id is None:
+            return None
+        result = self.celery.AsyncResult(task_id)
+        return f"celery task {task_id}: {result.state} {result.info!r}"
+
+
+def task_process_alive(hostname: str | None, pid: int | None) -> bool:
+    """Whether the worker process of a STARTED task lives; True when that cannot be seen from here
+    (another host: its worker's parent reports a lost child as FAILURE itself)."""
+    import psutil
+
+    if not hostname or not pid:
+        return True
+    host = hostname.rpartition("@")[2]
+    if host not in (socket.gethostname(), "localhost"):
+        return True
+    try:
+        return psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+class OptimaRunLauncher(RunLauncher, ConfigurableClass):
+    """The launcher dagster.yaml names: the default one or the warm one, as OPTIMA_RUN_LAUNCHER says."""
+
+    def __init__(self, inst_data: ConfigurableClassData | None = None) -> None:
+        self._inst_data = inst_data
+        self.choice = run_launcher_choice()
+        self.inner: RunLauncher = WarmRunLauncher() if self.choice == "celery" else DefaultRunLauncher()
+        super().__init__()
+
+    @property
+    def inst_data(self) -> ConfigurableClassData | None:
+        return self._inst_data
+
+    @classmethod
+    def config_type(cls) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def from_config_value(cls, inst_data: ConfigurableClassData, config_value: Mapping[str, Any]) -> OptimaRunLauncher:
+        return cls(inst_data=inst_data)
+
+    def register_instance(self, instance: DagsterInstance) -> None:
+        super().register_instance(instance)
+        self.inner.register_instance(instance)
+
+    def launch_run(self, context: LaunchRunContext) -> None:
+        self.inner.launch_run(context)
+
+    def terminate(self, run_id: str) -> bool:
+        return self.inner.terminate(run_id)
+
+    def dispose(self) -> None:
+        self.inner.dispose()
+
+    def join(self, timeout: int = 30) -> None:
+        self.inner.join(timeout)
+
+    @property
+    def supports_check_run_worker_health(self) -> bool:
+        return self.inner.supports_check_run_worker_health
+
+    def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
+        return self.inner.check_run_worker_health(run)
+
+    def get_run_worker_debug_info(self, run: DagsterRun, include_container_logs: bool | None = True) -> str | None:
+        return self.inner.get_run_worker_debug_info(run, include_container_logs)
+
+    @property
+    def supports_resume_run(self) -> bool:
+        return self.inner.supports_resume_run
+
+    def resume_run(self, context: ResumeRunContext) -> None:
+        self.inner.resume_run(context)
+
+
+# -- The run worker's side ---------------------------------------------------------------------------
+
+_worker_instance: DagsterInstance | None = None
+
+
+def _instance() -> DagsterInstance:
+    """One instance per worker process (DAGSTER_HOME), opened at its first run and kept."""
+    global _worker_instance
+    if _worker_instance is None:
+        _worker_instance = DagsterInstance.get()
+    return _worker_instance
+
+
+def execute_run(run_id: str) -> int:
+    """Execute one run in this process, interrupting it while it is asked to stop.
+
+    Dagster interrupts a terminated run once (SIGINT, as the code server does to its run workers);
+    a step with a retry policy takes that interrupt as a reason to retry, and the run would go on.
+    Here the interrupt is repeated every CANCEL_POLL_SECONDS while the run is CANCELING: one that
+    lands between two attempts stops the run at the next, and it ends CANCELED."""
+    from optima_pipelines.orchestration.dagster_internals import (
+        execute_run_in_this_process,
+        interrupt_this_process,
+        interrupts_captured,
+    )
+
+    instance = _instance()
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def watch() -> None:
+        while not done.wait(CANCEL_POLL_SECONDS):
+            try:
+                run = instance.get_run_by_id(run_id)
+            except Exception:  # a database hiccup: look again next second
+                continue
+            if run is not None and run.status == DagsterRunStatus.CANCELING:
+                with lock:
+                    # Never after the run returned: this process's own SIGINT handler is back then.
+                    if done.is_set():
+                        return
+                    interrupt_this_process()
+
+    watcher = threading.Thread(target=watch, name=f"cancel-watch-{run_id[:8]}", daemon=True)
+    with interrupts_captured():
+        watcher.start()
+        try:
+            return execute_run_in_this_process(instance, run_id)
+        finally:
+            with lock:
+                done.set()
+            watcher.join(5)
+
+
+def preload() -> None:
+    """Import Dagster's execution machinery and the definitions before the worker forks its processes."""
+    from optima_pipelines.orchestration.dagster_internals import RUN_EXECUTION_MODULES
+
+    for name in (*RUN_EXECUTION_MODULES, os.environ.get(PRELOAD_ENV)):
+        if name:
+            importlib.import_module(name)
+
+
+def make_worker_app() -> Celery:
+    from celery import signals
+
+    app = make_celery_app()
+    app.task(name=TASK_EXECUTE_RUN, bind=False, track_started=True)(execute_run)
+    signals.worker_init.connect(lambda **_kwargs: preload(), weak=False)
+    return app

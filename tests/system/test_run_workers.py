@@ -1,0 +1,212 @@
+"""Warm run workers (OPTIMA_RUN_LAUNCHER=celery, issue 17): the real deployment with its run workers in
+two separate processes, termination from the UI, a killed worker, and a stop mid-run.
+
+`optima-pipelines dev --run-workers 2` starts two `serve run-worker` processes (Celery prefork
+workers named run-worker-1 and run-worker-2) on the embedded default broker, PostgreSQL itself. A
+run's worker process is the pid of its "Started process for run" event; its parent is the worker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+from dagster import DagsterEventType, DagsterRunStatus
+
+from optima_pipelines.orchestration.queues import TAG_CABINET
+from tests.system.harness import only_automations
+from tests.system.test_concurrency import records, wait_until
+from tests.system.test_shutdown import test_a_run_interrupted_by_a_stop_is_requeued_and_completes as shutdown_scenario
+from wb_simulator import CabinetSpec
+
+pytestmark = pytest.mark.system
+
+WARM = {"OPTIMA_RUN_LAUNCHER": "celery"}
+INTERVAL_S = 20
+TERMINATE = """
+mutation($runId: String!) {
+  terminateRun(runId: $runId) { __typename ... on PythonError { message } ... on TerminateRunFailure { message } }
+}
+"""
+
+
+def run_pid(stack, run_id: str) -> int | None:  # type: ignore[no-untyped-def]
+    """The process that executed the run (its RUN_START event's)."""
+    for entry in stack.instance.all_logs(run_id, of_type=DagsterEventType.RUN_START):
+        if entry.dagster_event is not None and entry.dagster_event.pid:
+            return entry.dagster_event.pid
+    return None
+
+
+def worker_of(pid: int) -> str | None:
+    """The name of the run worker (``--hostname NAME@%h``) whose process ``pid`` is."""
+    try:
+        argv = psutil.Process(pid).parent().cmdline()
+    except (psutil.Error, AttributeError):
+        return None
+    for i, arg in enumerate(argv):
+        if arg == "--hostname" and i + 1 < len(argv):
+            return argv[i + 1].split("@")[0]
+    return None
+
+
+@pytest.fixture(scope="module")
+def warm_stack(stack_factory):  # type: ignore[no-untyped-def]
+    cabinets = [CabinetSpec(id=f"w{i}", products=10, orders_per_day=40, history_days=20) for i in range(1, 5)]
+    stack = stack_factory(
+        cabinets,
+        time_scale=60,
+        extra_env={
+            **WARM,
+            "DIGITIZATION_INCREMENT_INTERVAL_MS": str(INTERVAL_S * 1000),
+            "SYNC_QUEUE_CONCURRENCY": "4",
+            **only_automations("requests_sensor", "digitization_increment_sensor"),
+        },
+        dev_args=("--run-workers", "2"),
+    )
+    # WB statistics calls take a while: four cabinets' increments overlap, more than one worker's
+    # three processes hold.
+    stack.sim.faults.set("GET statistics/*", latency_s=0.5)
+    return stack
+
+
+def test_runs_execute_in_both_run_worker_processes(warm_stack):  # type: ignore[no-untyped-def]
+    stack = warm_stack
+    workers = [
+        p for p in psutil.Process(stack.dev.proc.pid).children(recursive=True) if "run-worker-" in " ".join(p.cmdline())
+    ]
+    mains = {worker_of(c.pid) for w in workers for c in w.children()}
+    assert {"run-worker-1", "run-worker-2"} <= mains, mains
+
+    def by_worker() -> dict[str, set[str]]:
+        seen: dict[str, set[str]] = {}
+        for record in records(stack):
+            run = record.dagster_run
+            if run.job_name != "digitization_increment" or run.status != DagsterRunStatus.SUCCESS:
+                continue
+            pid = run_pid(stack, run.run_id)
+            name = worker_of(pid) if pid else None
+            if name:
+                seen.setdefault(name, set()).add(run.tags.get(TAG_CABINET, "?"))
+        return seen
+
+    wait_until(lambda: len(by_worker()) >= 2, 240, "successful increments in both run workers", stack.dev)
+    seen = by_worker()
+    assert set(seen) == {"run-worker-1", "run-worker-2"}, seen
+    # No run was started by the code server's spawn path: every launched run is a Celery task.
+    for record in records(stack):
+        if record.dagster_run.status in (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED):
+            continue
+        assert "dagster-celery/task_id" in record.dagster_run.tags, record.dagster_run.run_id
+    failed = [r.dagster_run.run_id for r in records(stack) if r.dagster_run.status == DagsterRunStatus.FAILURE]
+    assert failed == []
+
+
+def _hanging_run(stack, since: float) -> str:  # type: ignore[no-untyped-def]
+    """A run whose step started after ``since`` (the sales fault set) and is held by it for 5 s:
+    a run caught finishing would race the test's own action."""
+
+    def held() -> str | None:
+        for record in records(stack):
+            run = record.dagster_run
+            if run.status != DagsterRunStatus.STARTED:
+                continue
+            starts = stack.instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START)
+            if starts and since < starts[-1].timestamp < time.time() - 5:
+                return run.run_id
+        return None
+
+    return wait_until_value(held, 120, "a run held mid-step by the sales fault", stack)
+
+
+def wait_until_value(fn, timeout: float, what: str, stack):  # type: ignore[no-untyped-def]
+    box: list = []
+
+    def ok() -> bool:
+        value = fn()
+        if value:
+            box.append(value)
+        return bool(value)
+
+    wait_until(ok, timeout, what, stack.dev)
+    return box[-1]
+
+
+def test_terminate_from_the_ui_cancels_a_run_in_a_warm_worker(warm_stack):  # type: ignore[no-untyped-def]
+    stack = warm_stack
+    since = time.time()
+    stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=300)
+    try:
+        run_id = _hanging_run(stack, since)
+        pid = run_pid(stack, run_id)
+        result = stack.dev.graphql(TERMINATE, {"runId": run_id})["terminateRun"]
+        assert result["__typename"] == "TerminateRunSuccess", result
+        try:
+            wait_until(
+                lambda: stack.instance.get_run_by_id(run_id).status == DagsterRunStatus.CANCELED,
+                60,
+                "the terminated run to end CANCELED",
+            )
+        except AssertionError:
+            # What the run did instead, for whoever reads the failure.
+            events = [
+                (
+                    e.dagster_event.event_type_value if e.dagster_event else "",
+                    e.message[:200],
+                    e.dagster_event.pid if e.dagster_event else None,
+                )
+                for e in stack.instance.all_logs(run_id)
+            ]
+            events += [
+                str(e.dagster_event.event_specific_data)[:3000]
+                for e in stack.instance.all_logs(run_id, of_type=DagsterEventType.STEP_UP_FOR_RETRY)
+                if e.dagster_event
+            ]
+            status = stack.instance.get_run_by_id(run_id).status
+            raise AssertionError(f"{status}: {events}\n{stack.dev.log()[-3000:]}") from None
+        # The warm process is not lost with the run: it takes the next one.
+        assert pid is not None and psutil.pid_exists(pid)
+    finally:
+        stack.sim.faults.set("GET statistics/*", latency_s=0.5)
+
+
+def test_a_killed_run_worker_process_fails_its_run_which_is_retried(warm_stack):  # type: ignore[no-untyped-def]
+    stack = warm_stack
+    since = time.time()
+    stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=300)
+    try:
+        run_id = _hanging_run(stack, since)
+        pid = run_pid(stack, run_id)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        # Run monitoring (dagster.yaml, every 15 s) reads the task's state: the worker reports its
+        # lost process, the run is marked failed and run_retries re-queues it once.
+        wait_until(
+            lambda: stack.instance.get_run_by_id(run_id).status == DagsterRunStatus.FAILURE,
+            90,
+            "run monitoring to mark the killed run failed",
+            stack.dev,
+        )
+    finally:
+        stack.sim.faults.set("GET statistics/*", latency_s=0.5)
+
+    def retried_ok() -> bool:
+        return any(
+            r.dagster_run.parent_run_id == run_id and r.dagster_run.status == DagsterRunStatus.SUCCESS
+            for r in records(stack)
+        )
+
+    wait_until(retried_ok, 180, "the retry of the killed run to succeed", stack.dev)
+
+
+def test_a_stop_mid_run_with_warm_workers_requeues_and_completes(stack_factory):  # type: ignore[no-untyped-def]
+    """tests/system/test_shutdown.py's scenario, the deployment on warm run workers."""
+
+    def warm_factory(cabinets, **kwargs):  # type: ignore[no-untyped-def]
+        kwargs["extra_env"] = {**(kwargs.get("extra_env") or {}), **WARM}
+        return stack_factory(cabinets, **kwargs)
+
+    shutdown_scenario(warm_factory)
