@@ -19,7 +19,9 @@
 
 One cabinet's trouble stays its own. What WB did to one cabinet (a revoked token, a 5xx after the
 client's retries, a malformed answer, a pause) is recorded on that cabinet and the others go on:
-a pause is ``deferred`` (the resume sensor runs the cabinet again when WB allows), transient
+a short pause (``RESUME_WITHIN``) is waited out by the sweep, which does the cabinet again after
+it (no resume run); a longer one is ``deferred`` (the resume sensor runs the cabinet again when WB
+allows), transient
 trouble is ``retrying`` (its sync_state gets a resume time ``RETRY_AFTER`` ahead, so the resume
 sensor retries it as a single-cabinet run with the scheduled retry policy, well before the next
 window of a nightly cadence; work without a resume state, the auto-replies, is tried again by the
@@ -56,7 +58,7 @@ from pydantic import Field
 
 from optima_pipelines import logs
 from optima_pipelines.assets.wb_sync import emit_cabinet, emit_days, ensure_cabinet_partitions, lazy_client
-from optima_pipelines.errors import InvalidInput, UnknownCabinet
+from optima_pipelines.errors import InvalidInput, OptimaError, UnknownCabinet
 from optima_pipelines.orchestration.queues import (
     PRIORITY_SCHEDULED,
     PRIORITY_USER,
@@ -90,8 +92,12 @@ log = logs.get_logger(__name__)
 
 #: A sweep's cabinet that failed transiently is retried by a single-cabinet run this much later.
 RETRY_AFTER = timedelta(seconds=60)
-#: A sweep records the materializations of its finished cabinets at most this often (seconds).
+#: A sweep records the materializations and outcomes of its finished cabinets at most this often (seconds).
 EMIT_EVERY = 15.0
+#: A WB pause this short (seconds) is waited out by the sweep, which does the cabinet again after
+#: it, at most MAX_RESUMES times; a longer one is left to the resume sensor (a single-cabinet run).
+RESUME_WITHIN = 90.0
+MAX_RESUMES = 3
 
 
 class CabinetSyncConfig(Config):
@@ -299,6 +305,10 @@ class CabinetOutcome:
     notes: dict[str, Any] = field(default_factory=dict)
     #: A failure that is not the cabinet's own (a bug, the warehouse): the sweep fails at its end.
     systemic: bool = False
+    #: Deferred: when WB lets the cabinet go on (the sweep comes back then if that is soon).
+    resume_at: datetime | None = None
+    #: False for an outcome the sweep goes on from (a short WB pause): counted and recorded once final.
+    final: bool = True
 
     @property
     def busy(self) -> bool:
@@ -333,7 +343,7 @@ def _cabinet_work(
         if spec.state_feed is not None:
             with warehouse.connect() as conn, conn.transaction():
                 mark_deferred(conn, cabinet_id, spec.state_feed, deferred.resume_at, str(deferred))
-        return CabinetOutcome(cabinet_id, "deferred", str(deferred))
+        return CabinetOutcome(cabinet_id, "deferred", str(deferred), resume_at=deferred.resume_at)
     except Exception as exc:
         stored = stored_runs(exc)
         reason = logs.redact(f"{exc.__class__.__name__}: {describe(exc)}")
@@ -355,7 +365,12 @@ def _cabinet_work(
     paused = [r for r in runs if r.deferred_until is not None]
     if paused:
         return CabinetOutcome(
-            cabinet_id, "deferred", f"until {paused[0].deferred_until}: {paused[0].deferred_reason}", runs
+            cabinet_id,
+            "deferred",
+            f"until {paused[0].deferred_until}: {paused[0].deferred_reason}",
+            runs,
+            notes,
+            resume_at=paused[0].deferred_until,
         )
     return CabinetOutcome(cabinet_id, "succeeded", None, runs, notes)
 
@@ -372,7 +387,7 @@ def under_lock(
     job: SweepJob, cabinet_id: str, run_id: str, warehouse: Warehouse, work: Callable[[CabinetLock], CabinetOutcome]
 ) -> CabinetOutcome:
     """One unit of a sweep: try the cabinet's lock (``skipped`` as busy if held), do ``work`` under
-    it, record its outcome on the lock's connection, release."""
+    it, release."""
     with logs.bind(run_id=run_id, cabinet=cabinet_id):
         lock = CabinetLock(warehouse.connect, cabinet_id)
         try:
@@ -383,9 +398,7 @@ def under_lock(
                 cabinet_id, "failed", f"could not take the cabinet lock: {describe(exc)}", systemic=True
             )
         with lock:
-            outcome = work(lock)
-            record_outcome(lock.connection, job, run_id, outcome)
-        return outcome
+            return work(lock)
 
 
 def sweep_cabinet(spec: SyncJobSpec, cabinet_id: str, run_id: str, warehouse: Warehouse, wb: WbApi) -> CabinetOutcome:
@@ -399,15 +412,18 @@ def sweep_cabinet(spec: SyncJobSpec, cabinet_id: str, run_id: str, warehouse: Wa
     )
 
 
-def record_outcome(conn: psycopg.Connection, job: SweepJob, run_id: str, outcome: CabinetOutcome) -> None:
-    """The cabinet's row of ``sweep_outcomes`` (never raises over the outcome: it is logged anyway)."""
+def record_outcomes(warehouse: Warehouse, job: SweepJob, run_id: str, outcomes: list[CabinetOutcome]) -> None:
+    """The outcomes' rows of ``sweep_outcomes``, in one statement (never raises over them: they are logged anyway)."""
+    if not outcomes:
+        return
     try:
-        conn.execute(
-            "INSERT INTO sweep_outcomes (run_id, job, queue, cabinet_id, outcome, reason) VALUES (%s, %s, %s, %s, %s, %s)",
-            (run_id, job.name, job.queue, outcome.cabinet_id, outcome.outcome, outcome.reason),
-        )
-    except psycopg.Error as exc:
-        log.warning(f"could not record the sweep outcome of {outcome.cabinet_id}: {describe(exc)}")
+        with warehouse.connect() as conn, conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO sweep_outcomes (run_id, job, queue, cabinet_id, outcome, reason) VALUES (%s, %s, %s, %s, %s, %s)",
+                [(run_id, job.name, job.queue, o.cabinet_id, o.outcome, o.reason) for o in outcomes],
+            )
+    except (psycopg.Error, OptimaError) as exc:
+        log.warning(f"could not record {len(outcomes)} sweep outcomes: {describe(exc)}")
 
 
 def sweep(
@@ -417,16 +433,22 @@ def sweep(
     threads: int,
     busy_wait: float,
     retry_every: float = 2.0,
+    resume_within: float = RESUME_WITHIN,
 ) -> Iterator[CabinetOutcome]:
-    """Run ``work`` for every cabinet, ``threads`` at once, yielding each final outcome as it comes.
+    """Run ``work`` for every cabinet, ``threads`` at once, yielding each outcome as it comes.
 
     A cabinet found busy goes back to the end of the line (tried again ``retry_every`` seconds
     later, other cabinets first) until ``busy_wait`` seconds after it was first found busy; then its
-    busy outcome is final. The caller's thread does everything Dagster (events, logs)."""
+    busy outcome is final. A cabinet WB paused for at most ``resume_within`` seconds (the statistics
+    API's one request a minute, say) is done again once the pause is over, in this sweep, at most
+    ``MAX_RESUMES`` times: that outcome is yielded with ``final=False`` (what it stored is
+    materialized; the cabinet's count waits for its last outcome) and no resume run is needed. The
+    caller's thread does everything Dagster (events, logs)."""
     ready = list(dict.fromkeys(cabinets))
     ready.reverse()  # popped from the end: the given order
     later: list[tuple[float, str]] = []  # (not before, cabinet), a heap
     first_busy: dict[str, float] = {}
+    resumes: Counter[str] = Counter()
     running: dict[Future[CabinetOutcome], str] = {}
     with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="sweep") as pool:
         while ready or later or running:
@@ -450,6 +472,12 @@ def sweep(
                     if now - since < busy_wait:
                         heapq.heappush(later, (now + retry_every, cabinet))
                         continue
+                if outcome.outcome == "deferred" and outcome.resume_at is not None and resumes[cabinet] < MAX_RESUMES:
+                    wait_s = (outcome.resume_at - datetime.now(UTC)).total_seconds()
+                    if wait_s <= resume_within:
+                        resumes[cabinet] += 1
+                        heapq.heappush(later, (time.monotonic() + max(0.0, wait_s) + 0.1, cabinet))
+                        outcome.final = False
                 yield outcome
 
 
@@ -475,16 +503,18 @@ def drive_sweep(
     # re-aggregation sensor then sees a batch of cabinets in one tick and plans a few runs over
     # rectangles of them, not a run per tick per cabinet that happened to finish.
     unemitted: list[SyncRun] = []
+    unrecorded: list[CabinetOutcome] = []
     last_emit = time.monotonic()
     try:
         for outcome in sweep(items, work, threads=settings.sweep_threads, busy_wait=settings.sweep_busy_wait_seconds):
-            counts[outcome.outcome] += 1
-            if outcome.busy:  # final now: the cabinet stayed busy for the whole wait
-                with warehouse.connect() as conn:
-                    record_outcome(conn, job, context.run_id, outcome)
             unemitted += outcome.runs
+            if outcome.final:
+                counts[outcome.outcome] += 1
+                unrecorded.append(outcome)
             figures = {run.feed: run.summary() for run in outcome.runs} | outcome.notes
             line = f"{job.name.removesuffix('_sweep')} of {outcome.cabinet_id}: {outcome.outcome}"
+            if not outcome.final:
+                line += ", back when WB allows, in this run"
             if outcome.reason:
                 line += f" ({outcome.reason})"
             if figures:
@@ -492,12 +522,15 @@ def drive_sweep(
             (context.log.error if outcome.systemic else context.log.info)(line)
             if outcome.systemic:
                 systemic.append(outcome)
-            if emit is not None and time.monotonic() - last_emit >= EMIT_EVERY:
-                emit(unemitted)
-                unemitted, last_emit = [], time.monotonic()
+            if time.monotonic() - last_emit >= EMIT_EVERY:
+                if emit is not None:
+                    emit(unemitted)
+                record_outcomes(warehouse, job, context.run_id, unrecorded)
+                unemitted, unrecorded, last_emit = [], [], time.monotonic()
     finally:
         if emit is not None:
             emit(unemitted)
+        record_outcomes(warehouse, job, context.run_id, unrecorded)
     summary = " ".join(f"{o}={counts[o]}" for o in SWEEP_OUTCOMES)
     context.instance.add_run_tags(context.run_id, {TAG_SWEEP_OUTCOME: summary})
     context.log.info(

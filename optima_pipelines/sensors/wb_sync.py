@@ -297,8 +297,9 @@ def wb_sync_resume_sensor(context: SensorEvaluationContext, warehouse: Warehouse
         return SkipReason(f"could not read sync_state: {exc.__class__.__name__}: {exc}")
     if not due:
         return SkipReason("no paused sync is due")
+    # A sweep of the same sync in flight holds its cabinets too: it resumes a short pause itself.
     busy = {
-        job.name: busy_cabinets(context.instance, job.name)
+        job.name: busy_cabinets(context.instance, job.name) | swept_cabinets(context.instance, f"{job.name}_sweep")
         for job in {r.job.name: r.job for r in RESUMABLE.values()}.values()
     }
     launches = plan_resumes(due, active, live, busy)

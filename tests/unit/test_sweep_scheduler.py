@@ -57,3 +57,26 @@ def test_a_cabinet_busy_for_the_whole_wait_ends_account_busy():
     assert {o.cabinet_id: o.outcome for o in outcomes} == {"a": "succeeded", "b": "skipped"}
     assert 2 <= tries["b"] <= 6
     assert 0.3 <= time.monotonic() - started < 3
+
+
+def test_a_short_wb_pause_is_waited_out_in_the_sweep_and_a_long_one_is_left_to_the_resume_sensor():
+    from datetime import UTC, datetime, timedelta
+
+    tries: Counter[str] = Counter()
+
+    def work(cabinet: str) -> CabinetOutcome:
+        tries[cabinet] += 1
+        if tries[cabinet] == 1:
+            pause = 0.2 if cabinet == "short" else 3600.0
+            resume_at = datetime.now(UTC) + timedelta(seconds=pause)
+            return CabinetOutcome(cabinet, "deferred", "WB: one request a minute", resume_at=resume_at)
+        return CabinetOutcome(cabinet, "succeeded")
+
+    started = time.monotonic()
+    outcomes = list(sweep(["short", "long"], work, threads=2, busy_wait=1, resume_within=60))
+    final = {o.cabinet_id: o.outcome for o in outcomes if o.final}
+    assert final == {"short": "succeeded", "long": "deferred"}
+    assert [o.outcome for o in outcomes if o.cabinet_id == "short"] == ["deferred", "succeeded"]
+    assert not next(o for o in outcomes if o.cabinet_id == "short").final
+    assert tries == {"short": 2, "long": 1}
+    assert time.monotonic() - started >= 0.2
