@@ -142,3 +142,16 @@ def queue_tags(queue_name: str, *, cabinet_id: str | None = None, priority: int 
     if priority is not None:
         tags[TAG_PRIORITY] = str(priority)
     return tags
+
+
+def sweep_tags(queue_name: str, *, cadence: str, window: str, shard: str, cabinets: int) -> dict[str, str]:
+    """The tags of a scheduled sweep run: its queue at scheduled priority, no cabinet (each cabinet
+    takes its lock), the cadence and window it serves, which shard, how many cabinets."""
+    return {
+        **queue_tags(queue_name, priority=PRIORITY_SCHEDULED),
+        TAG_TRIGGER: "schedule",
+        TAG_WINDOW: window,
+        TAG_SWEEP: cadence,
+        TAG_SHARD: shard,
+        TAG_SWEEP_CABINETS: str(cabinets),
+    }

@@ -30,15 +30,7 @@ from optima_pipelines.errors import OptimaError
 from optima_pipelines.jobs.repricer import SWEEP, repricer_job, repricer_sweep_job, slot_item
 from optima_pipelines.orchestration.cadences import cadence, sensor_status
 from optima_pipelines.orchestration.fanout import IN_FLIGHT, busy_cabinets
-from optima_pipelines.orchestration.queues import (
-    PRIORITY_SCHEDULED,
-    TAG_SHARD,
-    TAG_SWEEP,
-    TAG_SWEEP_CABINETS,
-    TAG_TRIGGER,
-    TAG_WINDOW,
-    queue_tags,
-)
+from optima_pipelines.orchestration.queues import sweep_tags
 from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.settings import load_settings
@@ -61,14 +53,13 @@ def sweep_requests(due: list[repricer.Due]) -> list[RunRequest]:
                 run_key=f"{SWEEP.name}:{digest}",
                 job_name=SWEEP.name,
                 run_config={"ops": {op_name(SWEEP.name): {"config": {"slots": shard, "window": window}}}},
-                tags={
-                    **queue_tags(repricer.QUEUE, priority=PRIORITY_SCHEDULED),
-                    TAG_TRIGGER: "schedule",
-                    TAG_WINDOW: window,
-                    TAG_SWEEP: _CADENCE.name,
-                    TAG_SHARD: f"{k + 1}/{len(shards)}",
-                    TAG_SWEEP_CABINETS: str(len({item.split("|", 1)[0] for item in shard})),
-                },
+                tags=sweep_tags(
+                    repricer.QUEUE,
+                    cadence=_CADENCE.name,
+                    window=window,
+                    shard=f"{k + 1}/{len(shards)}",
+                    cabinets=len({item.split("|", 1)[0] for item in shard}),
+                ),
             )
         )
     return out

@@ -47,15 +47,7 @@ from optima_pipelines.assets.inventory import inventory_sync_job
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.orchestration.cadences import cadence, schedule_status, sensor_status, tick_seconds
 from optima_pipelines.orchestration.fanout import IN_FLIGHT, FanoutPlan, active_cabinets, busy_cabinets, plan_fanout
-from optima_pipelines.orchestration.queues import (
-    PRIORITY_SCHEDULED,
-    TAG_SHARD,
-    TAG_SWEEP,
-    TAG_SWEEP_CABINETS,
-    TAG_TRIGGER,
-    TAG_WINDOW,
-    queue_tags,
-)
+from optima_pipelines.orchestration.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, TAG_WINDOW, queue_tags, sweep_tags
 from optima_pipelines.orchestration.runconfig import cabinet_run_config, op_name
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.settings import load_settings
@@ -102,14 +94,13 @@ def sweep_requests(
             run_key=f"{sweep.job.name}:{window}:{first + k}",
             job_name=sweep.job.name,
             run_config={"ops": {op_name(sweep.job.name): {"config": {"cabinet_ids": shard, "window": window}}}},
-            tags={
-                **queue_tags(sweep.queue, priority=PRIORITY_SCHEDULED),
-                TAG_TRIGGER: "schedule",
-                TAG_WINDOW: window,
-                TAG_SWEEP: cadence_name,
-                TAG_SHARD: f"{first + k + 1}" if first else f"{k + 1}/{len(shards)}",
-                TAG_SWEEP_CABINETS: str(len(shard)),
-            },
+            tags=sweep_tags(
+                sweep.queue,
+                cadence=cadence_name,
+                window=window,
+                shard=f"{first + k + 1}" if first else f"{k + 1}/{len(shards)}",
+                cabinets=len(shard),
+            ),
         )
         for k, shard in enumerate(shards)
     ]
