@@ -26,6 +26,9 @@ def bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    # Listening now, not when uvicorn gets to it: whoever is told the address (wb-sim prints it at
+    # once) may connect straight away, and the connection waits in the backlog instead of being refused.
+    sock.listen(2048)
     return sock
 
 
