@@ -107,7 +107,7 @@ def _slot_work(item: str, run_id: str, warehouse: Warehouse, wb: WbApi) -> Cabin
             return CabinetOutcome(cabinet_id, "failed", reason, systemic=not own)
         return CabinetOutcome(cabinet_id, "succeeded", None, notes={"hours": int(hours), **counts})
 
-    return under_lock(SWEEP, cabinet_id, run_id, warehouse, work)
+    return under_lock(cabinet_id, run_id, warehouse, work)
 
 
 class RepricerSweepConfig(Config):

@@ -384,7 +384,7 @@ class SweepJob:
 
 
 def under_lock(
-    job: SweepJob, cabinet_id: str, run_id: str, warehouse: Warehouse, work: Callable[[CabinetLock], CabinetOutcome]
+    cabinet_id: str, run_id: str, warehouse: Warehouse, work: Callable[[CabinetLock], CabinetOutcome]
 ) -> CabinetOutcome:
     """One unit of a sweep: try the cabinet's lock (``skipped`` as busy if held), do ``work`` under
     it, release."""
@@ -404,11 +404,7 @@ def under_lock(
 def sweep_cabinet(spec: SyncJobSpec, cabinet_id: str, run_id: str, warehouse: Warehouse, wb: WbApi) -> CabinetOutcome:
     """One cabinet of a sync's sweep: under its lock, the sync's entry point (see ``_cabinet_work``)."""
     return under_lock(
-        SweepJob(spec.sweep_name, spec.queue),
-        cabinet_id,
-        run_id,
-        warehouse,
-        lambda lock: _cabinet_work(spec, cabinet_id, run_id, warehouse, wb, lock),
+        cabinet_id, run_id, warehouse, lambda lock: _cabinet_work(spec, cabinet_id, run_id, warehouse, wb, lock)
     )
 
 
