@@ -30,7 +30,9 @@ from dagster import (
     AssetRecordsFilter,
     DagsterError,
     DagsterInstance,
+    DagsterRunStatus,
     RunRequest,
+    RunsFilter,
     ScheduleEvaluationContext,
     SensorEvaluationContext,
     SensorResult,
@@ -142,6 +144,10 @@ def read_feed_events(instance: DagsterInstance, cursor: Mapping[str, int]) -> Fe
     return out
 
 
+#: Recompute runs that may wait in the queue before the sensor holds new events back to batch them.
+MAX_QUEUED_RECOMPUTES = 2
+
+
 @sensor(
     name="rnp_reaggregate_sensor",
     job=rnp_recompute_job,
@@ -159,6 +165,13 @@ def rnp_reaggregate_sensor(context: SensorEvaluationContext) -> SensorResult | S
     except InvalidInput as exc:
         return SkipReason(str(exc))
     try:
+        queued = context.instance.get_runs_count(
+            RunsFilter(job_name=rnp_recompute_job.name, statuses=[DagsterRunStatus.QUEUED])
+        )
+        if queued >= MAX_QUEUED_RECOMPUTES:
+            # Coalesce: the events wait (the cursor stays) and the tick after the queue drains plans
+            # fewer, bigger runs over everything that came meanwhile (sweeps of many cabinets).
+            return SkipReason(f"{queued} recompute runs already queued: the new events wait for them")
         read = read_feed_events(context.instance, cursor)
         known = list(context.instance.get_dynamic_partitions(CABINETS_NAME))
     except (SQLAlchemyError, DagsterError, OSError) as exc:

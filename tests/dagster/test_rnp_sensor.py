@@ -264,3 +264,34 @@ def test_a_recompute_the_database_refuses_fails_at_once_with_the_cause_and_is_co
     scraped = scrape(database_url, settings)
     key = ("optima_reaggregate_requests_total", frozenset({"domain": "rnp-sales", "status": "failure"}.items()))
     assert scraped.get(key) == 1
+
+
+def test_while_recomputes_wait_in_the_queue_new_events_wait_and_are_then_planned_together(
+    dagster_instance, warehouse_conn, optima_env
+):
+    """Sweeps materialize many cabinets at once: rather than a run per tick while the queue is
+    full, the events wait (the cursor stays) and the next tick plans one run over all of them."""
+    import uuid
+
+    from dagster import DagsterRun
+
+    from optima_pipelines.sensors.rnp import MAX_QUEUED_RECOMPUTES
+
+    add_cabinets(dagster_instance, "c1", "c2")
+    waiting = []
+    for _ in range(MAX_QUEUED_RECOMPUTES):
+        run = DagsterRun(job_name="rnp_recompute", run_id=str(uuid.uuid4()))
+        dagster_instance.add_run(run)
+        warehouse_conn.execute(
+            f"UPDATE dagster_{optima_env}.runs SET status = 'QUEUED' WHERE run_id = %s", (run.run_id,)
+        )
+        waiting.append(run.run_id)
+    report_feed_event(dagster_instance, "wb_orders", "c1", TODAY)
+    held = tick(dagster_instance)
+    assert isinstance(held, SkipReason) and "already queued" in str(held.skip_message)
+    report_feed_event(dagster_instance, "wb_orders", "c2", TODAY)
+    for run_id in waiting:
+        dagster_instance.delete_run(run_id)
+    together = tick(dagster_instance)
+    assert isinstance(together, SensorResult)
+    assert planned(together) == {(("rnp_sales", "rnp_daily"), f"c1|{TODAY}", f"c2|{TODAY}")}
