@@ -67,7 +67,13 @@ class Feed:
     table: str
     key: tuple[str, ...]
     model: type
-    fetch: Callable[[WbClient, datetime | date, int], Iterator[list[Any]]]
+    #: (client, dateFrom, flag, the keys already read at dateFrom) → pages.
+    fetch: Callable[[WbClient, datetime | date, int, frozenset[str]], Iterator[list[Any]]]
+
+    @property
+    def key_attr(self) -> str:
+        """The row model's attribute WB's rows are told apart by (srid, sale_id)."""
+        return self.key[1]
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -89,9 +95,21 @@ class Feed:
 
 
 ORDERS = Feed(
-    "orders", "wb_orders", "wb_orders", ("cabinet_id", "srid"), Order, lambda c, d, f: c.iter_orders(d, flag=f)
+    "orders",
+    "wb_orders",
+    "wb_orders",
+    ("cabinet_id", "srid"),
+    Order,
+    lambda c, d, f, seen: c.iter_orders(d, flag=f, seen=seen),
 )
-SALES = Feed("sales", "wb_sales", "wb_sales", ("cabinet_id", "sale_id"), Sale, lambda c, d, f: c.iter_sales(d, flag=f))
+SALES = Feed(
+    "sales",
+    "wb_sales",
+    "wb_sales",
+    ("cabinet_id", "sale_id"),
+    Sale,
+    lambda c, d, f, seen: c.iter_sales(d, flag=f, seen=seen),
+)
 FEEDS = {f.asset: f for f in (ORDERS, SALES)}
 
 
@@ -108,8 +126,11 @@ def load_feed(
     cursor_feed: str | None = None,
     only_day: date | None = None,
     should_yield: Callable[[], bool] | None = None,
+    seen: frozenset[str] = frozenset(),
 ) -> SyncRun:
-    """Fetch every page and merge it, one transaction per page (with the cursor, if ``cursor_feed``).
+    """Fetch every page and merge it, one transaction per page (with the cursor, if ``cursor_feed``:
+    the newest lastChangeDate and the keys of the rows at it, so that a load going on from there
+    knows WB's repeat of them is nothing new; ``seen`` are those keys when ``date_from`` is one).
 
     A WB rate-limit pause longer than the client's limit raises WbDeferred before a request is
     sent: the pages merged so far stay committed, the resume time is recorded in sync_state, and
@@ -120,9 +141,10 @@ def load_feed(
     run = SyncRun(QUEUE, feed.asset, cabinet_id, run_id, trigger)
     state_feed = cursor_feed or feed.name
     cursor: datetime | None = None
+    at_cursor: set[str] = set()
     with page_connection(connect) as conn:
         try:
-            for page in feed.fetch(client, date_from, flag):
+            for page in feed.fetch(client, date_from, flag, seen):
                 run.requests += 1
                 run.fetched(r.day for r in page)
                 if keyless := feed.keyless(page):
@@ -143,9 +165,14 @@ def load_feed(
                     run.merge += merge_rows(conn, feed.table, feed.columns, feed.key, rows, run_id=run_id)
                     if page:
                         newest = max(r.last_change_date for r in page)
-                        cursor = newest if cursor is None else max(cursor, newest)
+                        keys = {str(getattr(r, feed.key_attr)) for r in page if r.last_change_date == newest}
+                        if cursor is None or newest > cursor:
+                            cursor, at_cursor = newest, keys
+                        elif newest == cursor:
+                            at_cursor |= keys
                         if cursor_feed is not None:
-                            save_cursor(conn, cabinet_id, cursor_feed, {"last_change_date": cursor.isoformat()}, run_id)
+                            value = {"last_change_date": cursor.isoformat(), "keys_at": sorted(at_cursor)}
+                            save_cursor(conn, cabinet_id, cursor_feed, value, run_id)
                 if should_yield is not None and should_yield():
                     raise _Yield
         except (WbDeferred, _Yield) as stop:
@@ -178,6 +205,7 @@ def _load(
     cursor_feed: str | None = None,
     only_day: date | None = None,
     should_yield: Callable[[], bool] | None = None,
+    seen: frozenset[str] = frozenset(),
 ) -> SyncRun:
     """``load_feed`` for the cabinet and run of ``inp``."""
     return load_feed(
@@ -192,6 +220,7 @@ def _load(
         cursor_feed=cursor_feed,
         only_day=only_day,
         should_yield=should_yield,
+        seen=seen,
     )
 
 
@@ -212,13 +241,21 @@ class _Yield(Exception):
     """Internal: a scheduled load stops between pages for a waiting user run."""
 
 
-def increment_start(connect: Connect, feed: Feed, cabinet_id: str) -> datetime:
-    """Where the increment starts: the stored cursor minus the overlap, else WB's 90-day horizon."""
+def increment_start(connect: Connect, feed: Feed, cabinet_id: str) -> tuple[datetime, frozenset[str]]:
+    """Where the increment starts, and the keys already read there: the stored cursor minus the
+    overlap, else WB's 90-day horizon. A load WB paused (or that yielded) goes on from exactly
+    where it stopped, knowing the rows it read there: with no overlap, and WB's repeat of the
+    stop's rows being nothing new, the rest may take one request. (With the overlap on every
+    resume, sales' one request a minute never let an increment end: each resume re-read the last
+    hour, and asking again for the end was always a minute away.)"""
     with connect() as conn:
         state = get_state(conn, cabinet_id, feed.name)
     if state.cursor and state.cursor.get("last_change_date"):
-        return datetime.fromisoformat(state.cursor["last_change_date"]) - INCREMENT_OVERLAP
-    return window_start(now_moscow().date() - timedelta(days=WB_HORIZON_DAYS))
+        at = datetime.fromisoformat(state.cursor["last_change_date"])
+        if state.resume_at is not None:
+            return at, frozenset(state.cursor.get("keys_at") or ())
+        return at - INCREMENT_OVERLAP, frozenset()
+    return window_start(now_moscow().date() - timedelta(days=WB_HORIZON_DAYS)), frozenset()
 
 
 def window_start(day: date) -> datetime:
@@ -229,7 +266,7 @@ def window_start(day: date) -> datetime:
 def sync_increment(inp: SyncInput) -> list[SyncRun]:
     """The increment (every 30 min): each feed from its stored cursor minus the overlap. A load
     stops at a page boundary when ``inp.should_yield()`` (a user's run waits for the cabinet)."""
-    return _sync_feeds(inp, lambda feed: (increment_start(inp.connect, feed, inp.cabinet_id), feed.name))
+    return _sync_feeds(inp, lambda feed: (*increment_start(inp.connect, feed, inp.cabinet_id), feed.name))
 
 
 def sync_window(inp: SyncInput) -> list[SyncRun]:
@@ -237,20 +274,20 @@ def sync_window(inp: SyncInput) -> list[SyncRun]:
     day of its period as changed), else the last ``inp.window_days`` (the nightly backfill: 90)."""
     today = now_moscow().date()
     first = inp.date_from or today - timedelta(days=(inp.window_days or WB_HORIZON_DAYS) - 1)
-    runs = _sync_feeds(inp, lambda feed: (window_start(first), None))
+    runs = _sync_feeds(inp, lambda feed: (window_start(first), frozenset(), None))
     if inp.date_from is not None:
         for run in runs:
             run.report_days.update(first + timedelta(days=i) for i in range((today - first).days + 1))
     return runs
 
 
-def _sync_feeds(inp: SyncInput, start: Callable[[Feed], tuple[datetime, str | None]]) -> list[SyncRun]:
-    """Orders, then sales, each from ``start(feed)`` (its dateFrom, and the cursor feed to keep)."""
+def _sync_feeds(inp: SyncInput, start: Callable[[Feed], tuple[datetime, frozenset[str], str | None]]) -> list[SyncRun]:
+    """Orders, then sales, each from ``start(feed)`` (its dateFrom, the keys read there, the cursor feed to keep)."""
     runs: list[SyncRun] = []
     try:
         for feed in (ORDERS, SALES):
-            date_from, cursor_feed = start(feed)
-            run = _load(inp, feed, date_from, flag=0, cursor_feed=cursor_feed, should_yield=inp.should_yield)
+            date_from, seen, cursor_feed = start(feed)
+            run = _load(inp, feed, date_from, flag=0, cursor_feed=cursor_feed, should_yield=inp.should_yield, seen=seen)
             runs.append(run)
             log.info("%s of %s from %s: %s", feed.name, inp.cabinet_id, date_from, run.summary())
     except Exception as exc:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import date, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -214,17 +214,29 @@ class WbClient:
 
     # --- statistics: orders, sales and returns ---------------------------------------------------
 
-    def iter_orders(self, date_from: datetime | date, *, flag: int = 0) -> Iterator[list[Order]]:
+    def iter_orders(
+        self, date_from: datetime | date, *, flag: int = 0, seen: Collection[str] = ()
+    ) -> Iterator[list[Order]]:
         """Orders changed since ``date_from`` (flag 0, every page to the end) or placed on its day
-        (flag 1, one request). Each order once, even when WB repeats it at a page boundary."""
-        return self._iter_statistics(ORDERS, list[Order], "srid", date_from, flag)
+        (flag 1, one request). Each order once, even when WB repeats it at a page boundary.
+        ``seen``: the srids already read whose lastChangeDate is exactly ``date_from`` (a load that
+        goes on from where it stopped): WB sends them again and they do not count as new."""
+        return self._iter_statistics(ORDERS, list[Order], "srid", date_from, flag, seen)
 
-    def iter_sales(self, date_from: datetime | date, *, flag: int = 0) -> Iterator[list[Sale]]:
+    def iter_sales(
+        self, date_from: datetime | date, *, flag: int = 0, seen: Collection[str] = ()
+    ) -> Iterator[list[Sale]]:
         """Sales and returns (``sale_id`` S…/R…), like ``iter_orders``; de-duplicated by saleID."""
-        return self._iter_statistics(SALES, list[Sale], "sale_id", date_from, flag)
+        return self._iter_statistics(SALES, list[Sale], "sale_id", date_from, flag, seen)
 
     def _iter_statistics(
-        self, endpoint: Endpoint, model: Any, key: str, date_from: datetime | date, flag: int
+        self,
+        endpoint: Endpoint,
+        model: Any,
+        key: str,
+        date_from: datetime | date,
+        flag: int,
+        seen: Collection[str] = (),
     ) -> Iterator[Any]:
         if flag not in (0, 1):
             raise self._refuse(endpoint, f"flag must be 0 or 1, got {flag!r}")
@@ -235,8 +247,9 @@ class WbClient:
                 yield rows
             return
         cursor = _statistics_date(date_from)
-        boundary: datetime | None = None
-        boundary_keys: set[str] = set()
+        # Going on from a stop: the rows at the stop's lastChangeDate that were read come again.
+        boundary: datetime | None = date_from if seen and isinstance(date_from, datetime) else None
+        boundary_keys: set[str] = set(seen) if boundary is not None else set()
         while True:
             rows = self._get(endpoint, model, params={"dateFrom": cursor, "flag": 0})
             if not rows:

@@ -298,3 +298,41 @@ def test_a_failed_sales_load_still_reports_the_days_of_the_orders_it_stored(wb, 
     order_days = {date.fromisoformat(o["date"][:10]) for o in wb.truth.orders("c1")}
     assert materialized_partitions(dagster_instance, "wb_orders") == sorted(f"c1|{d}" for d in order_days)
     assert materialized_partitions(dagster_instance, "wb_sales") == []
+
+
+def test_an_increment_paused_by_wbs_one_sales_request_a_minute_ends_on_its_next_request(wb, warehouse_conn):
+    """At WB's real pace (one sales request a minute), an increment reads its page, is paused before
+    asking for WB's empty end, and goes on later from exactly where it stopped: WB sends the rows
+    at the stop again, they are nothing new, and one request ends the load. (It went on from the
+    cursor minus the overlap before, re-read the last hour and was paused again, every minute.)"""
+    import os
+
+    from optima_pipelines.resources.warehouse import Warehouse
+    from optima_pipelines.resources.wb import WbApi
+    from optima_pipelines.sync import digitization as dg
+    from optima_pipelines.sync.state import get_state
+
+    warehouse = Warehouse(database_url=os.environ["OPTIMA_DATABASE_URL"])
+    real_pace = WbApi(warehouse=warehouse, time_scale=1)  # the client keeps WB's real limits
+
+    def load(date_from, seen):  # type: ignore[no-untyped-def]
+        with real_pace.client("c1", max_wait_seconds=0) as client:
+            return dg.load_feed(
+                warehouse.connect, client, dg.SALES, "c1", date_from, flag=0, run_id=None, trigger="scheduled",
+                cursor_feed="sales", seen=seen,
+            )  # fmt: skip
+
+    first = load(*dg.increment_start(warehouse.connect, dg.SALES, "c1"))
+    assert first.requests == 1 and first.rows_fetched > 0 and first.deferred_until is not None
+    state = get_state(warehouse_conn, "c1", "sales")
+    assert state.resume_at is not None and state.cursor["keys_at"]
+
+    date_from, seen = dg.increment_start(warehouse.connect, dg.SALES, "c1")
+    assert date_from == datetime.fromisoformat(state.cursor["last_change_date"]) and seen
+    warehouse_conn.execute("DELETE FROM wb_rate_limits")  # the minute WB asked for has passed
+    asked = len([c for c in wb.journal.calls("c1") if c.target.endswith("/sales")])
+    rest = load(date_from, seen)
+    assert rest.deferred_until is None, "paused again: the rows at the stop were taken for new ones"
+    assert len([c for c in wb.journal.calls("c1") if c.target.endswith("/sales")]) == asked + 1
+    assert rest.merge.inserted == rest.merge.updated == 0
+    assert get_state(warehouse_conn, "c1", "sales").resume_at is None
