@@ -23,10 +23,10 @@ import psycopg
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import AUTOBIDDER_SYNC, RNP_ADS_SYNC
-from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, note_stored, page_connection
+from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection, paged_load
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
-from optima_pipelines.wb import AdStat, Campaign, WbClient, WbDeferred
+from optima_pipelines.wb import AdStat, Campaign, WbClient
 
 QUEUE = RNP_ADS_SYNC
 STATS_FEED = "ad_campaign_stats"
@@ -168,7 +168,7 @@ def load_stats(
     window = {"begin": begin.isoformat(), "end": end.isoformat()}
     with page_connection(connect) as conn:
         advertised = _advertised(conn, cabinet_id)
-        try:
+        with paged_load(conn, run, state_feed):
             for i, chunk in enumerate(chunks):
                 stats = client.fullstats(chunk, begin, end)
                 run.requests += 1
@@ -187,13 +187,8 @@ def load_stats(
                     )
                     if state_feed is not None:
                         save_cursor(conn, cabinet_id, state_feed, {**window, "pending": chunks[i + 1 :]}, run_id)
-        except WbDeferred as deferred:
-            finish(conn, [run], state_feed=state_feed, deferred=deferred)
-            return run
-        except Exception as exc:
-            note_stored(exc, run)
-            raise
-        finish(conn, [run], state_feed=state_feed)
+        if run.deferred_until is None:
+            finish(conn, [run], state_feed=state_feed)
     return run
 
 

@@ -35,10 +35,10 @@ from optima_pipelines.load import MergeResult, merge_rows
 from optima_pipelines.orchestration.queues import DIGITIZATION_SYNC, RNP_FINANCE_SYNC
 from optima_pipelines.sync.catalog import sync_cards
 from optima_pipelines.sync.report_file import IMPORT_COLUMNS, ParsedReport, header, parse_report_file
-from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, note_stored, page_connection, sql_file
+from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection, paged_load, sql_file
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
-from optima_pipelines.wb import ReportLine, WbClient, WbDeferred
+from optima_pipelines.wb import ReportLine, WbClient
 
 QUEUE = RNP_FINANCE_SYNC
 FEED = "wb_report_lines"
@@ -97,7 +97,7 @@ def load_report(
             cursor = get_state(conn, cabinet_id, state_feed).cursor or {}
             if not cursor.get("complete", True) and all(cursor.get(k) == v for k, v in window.items()):
                 after = int(cursor.get("after_rrd_id", 0))
-        try:
+        with paged_load(conn, run, state_feed):
             for page in client.iter_report_lines(date_from, date_to, period="daily", limit=limit, after_rrd_id=after):
                 run.requests += 1
                 run.fetched(line.day for line in page)
@@ -107,12 +107,8 @@ def load_report(
                         cursor = {**window, "after_rrd_id": page[-1].rrd_id, "complete": False}
                         save_cursor(conn, cabinet_id, state_feed, cursor, run_id)
             run.requests += 1  # the 204 that ended the report
-        except WbDeferred as deferred:
-            finish(conn, [run], state_feed=state_feed, deferred=deferred)
+        if run.deferred_until is not None:
             return run
-        except Exception as exc:
-            note_stored(exc, run)
-            raise
         with conn.transaction():
             if state_feed is not None:
                 save_cursor(conn, cabinet_id, state_feed, {**window, "after_rrd_id": 0, "complete": True}, run_id)

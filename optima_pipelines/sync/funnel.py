@@ -20,10 +20,10 @@ import psycopg
 
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import RNP_SECTIONS_SYNC
-from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, note_stored, page_connection
+from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection, paged_load
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
-from optima_pipelines.wb import FunnelDay, FunnelProduct, WbClient, WbDeferred
+from optima_pipelines.wb import FunnelDay, FunnelProduct, WbClient
 
 QUEUE = RNP_SECTIONS_SYNC
 FEED = "rnp_funnel_stats"
@@ -80,7 +80,12 @@ def sync_funnel(
             pending = [date.fromisoformat(d) for d in cursor.get("pending", [])]
             days = sorted(set(pending) | set(days))
         remaining = list(days)
-        try:
+
+        def save_remaining() -> None:
+            if state_feed is not None:
+                _save_pending(conn, cabinet_id, state_feed, remaining, run_id)
+
+        with paged_load(conn, run, state_feed, on_deferral=save_remaining):
             while remaining:
                 day = remaining[0]
                 products = client.funnel_products(day, day)
@@ -103,18 +108,9 @@ def sync_funnel(
                     ).fetchall()
                     run.deleted(d for (d,) in gone)
                     remaining.pop(0)
-                    if state_feed is not None:
-                        _save_pending(conn, cabinet_id, state_feed, remaining, run_id)
-        except WbDeferred as deferred:
-            if state_feed is not None:
-                with conn.transaction():
-                    _save_pending(conn, cabinet_id, state_feed, remaining, run_id)
-            finish(conn, [run], state_feed=state_feed, deferred=deferred)
-            return run
-        except Exception as exc:
-            note_stored(exc, run)
-            raise
-        finish(conn, [run], state_feed=state_feed)
+                    save_remaining()
+        if run.deferred_until is None:
+            finish(conn, [run], state_feed=state_feed)
     return run
 
 

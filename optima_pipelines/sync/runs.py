@@ -263,6 +263,28 @@ def finish(
             run.record(conn)
 
 
+@contextmanager
+def paged_load(
+    conn: psycopg.Connection, run: SyncRun, state_feed: str | None, on_deferral: Callable[[], None] | None = None
+) -> Iterator[None]:
+    """The pages of a load (each committed with its resume point inside the block): a WB pause
+    ends the load there, with what was stored and the resume time (``on_deferral`` first saves
+    what is left to do, in its own transaction; then ``finish`` marks the deferral and records
+    the figures, and ``run.deferred_until`` says so); any other exception is raised with the
+    stored pages attached (``note_stored``). After the block, a load whose ``deferred_until`` is
+    None went to the end and is the caller's to ``finish``."""
+    try:
+        yield
+    except WbDeferred as deferred:
+        if on_deferral is not None:
+            with conn.transaction():
+                on_deferral()
+        finish(conn, [run], state_feed=state_feed, deferred=deferred)
+    except Exception as exc:
+        note_stored(exc, run)
+        raise
+
+
 def record_failure(connect: Connect, runs: Iterable[SyncRun], error: BaseException) -> None:
     """A failed sync's figures, in a fresh transaction after its rollback; never raises over the error."""
     try:
