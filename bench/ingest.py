@@ -73,7 +73,7 @@ class PagesClient:
     def __init__(self, bodies: list[bytes]) -> None:
         self.bodies = bodies
 
-    def iter_orders(self, date_from: Any, *, flag: int = 0) -> Iterator[list[Order]]:
+    def iter_orders(self, date_from: Any, *, flag: int = 0, seen: Any = ()) -> Iterator[list[Order]]:
         for body in self.bodies:
             yield msgspec.json.decode(body, type=list[Order])
 

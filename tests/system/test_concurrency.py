@@ -20,6 +20,7 @@ from datetime import timedelta
 import pytest
 from dagster import DagsterEventType, DagsterRunStatus, RunRecord, RunsFilter
 
+from optima_pipelines.ops.processes import GRPC_WORKSPACE, LOCATION_NAME
 from optima_pipelines.orchestration.queues import TAG_CABINET, TAG_QUEUE_CLASS, TAG_SKIPPED
 from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.timeutil import today_moscow
@@ -176,10 +177,13 @@ def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore
             "dagster/partition/date": str(days[1]),
         },
     )
-    # 4. `dagster job launch` from a shell
+    # 4. `dagster job launch` from a shell, through the deployment's workspace (its code location;
+    # with `-m optima_pipelines.definitions` the run names a location the daemon does not know, and
+    # it fails at dequeue)
+    workspace = str(stack.dagster_home / GRPC_WORKSPACE)
     launched = subprocess.run(
-        [sys.executable, "-m", "optima_pipelines.cli", "dagster", "job", "launch", "-m", "optima_pipelines.definitions",
-         "-j", "digitization_increment",
+        [sys.executable, "-m", "optima_pipelines.cli", "dagster", "job", "launch", "-w", workspace,
+         "-l", LOCATION_NAME, "-j", "digitization_increment",
          "--config-json", __import__("json").dumps(cabinet_run_config("digitization_increment", "g5"))],
         capture_output=True, text=True, timeout=120, env={**os.environ, **dev.env},
     )  # fmt: skip
@@ -192,7 +196,7 @@ def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore
             statuses = [outbox.get_request(conn, r).status for r in request_ids]
         backfill_runs = [r for r in recs if r.dagster_run.tags.get("dagster/backfill") == backfill["backfillId"]]
         increments = swept(stack, "digitization_increment_sweep")
-        launched = [r for r in recs if r.dagster_run.job_name == "digitization_increment"]
+        launched = [r for r in recs if r.dagster_run.job_name == "digitization_increment"]  # the shell's
         return (
             all(s in ("succeeded", "failed") for s in statuses)
             and len(backfill_runs) == 6
@@ -203,7 +207,12 @@ def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore
             and all(r.dagster_run.status in FINISHED for r in launched)
         )
 
+    def launched_ok() -> bool:
+        return all(r.dagster_run.status == DagsterRunStatus.SUCCESS for r in records(stack)
+                   if r.dagster_run.job_name == "digitization_increment")  # fmt: skip
+
     wait_until(done, 300, "every launched run to finish", dev)
+    assert launched_ok(), "the run launched from the shell did not succeed"
     with stack.warehouse() as conn:
         assert [outbox.get_request(conn, r).status for r in request_ids] == ["succeeded", "succeeded"]
 
