@@ -38,7 +38,10 @@ class QueuedRun:
 
 
 def windows_by_job() -> dict[str, int]:
-    return {c.job: c.window_seconds for c in cadences() if c.job and c.window_seconds}
+    """The cadence window of each scheduled job: a sweep's, and its single-cabinet job's (a
+    scheduled run of one cabinet, a resume say, waits no longer than the sweep would)."""
+    windows = {c.job: c.window_seconds for c in cadences() if c.job and c.window_seconds}
+    return windows | {job.removesuffix("_sweep"): w for job, w in windows.items() if job.endswith("_sweep")}
 
 
 def overdue(runs: list[QueuedRun], windows: dict[str, int]) -> list[tuple[QueuedRun, int]]:

@@ -211,3 +211,14 @@ def test_every_interval_sensor_ticks_at_least_twice_a_window(monkeypatch):
     for c in cadences():
         if c.window_seconds and c.kind == "interval" and not c.on_demand:  # on demand: judged by its runs
             assert ticks[c.name] <= c.window_seconds / 2, (c.name, ticks[c.name], c.window_seconds)
+
+
+def test_a_scheduled_single_cabinet_run_waits_no_longer_than_its_sweep_would():
+    """The account-busy sensor's windows: a sweep's, and its single-cabinet job's (a resume, or a
+    run launched with the schedule's tags) the same: such runs are cancelled past it too."""
+    from optima_pipelines.sensors.queue import windows_by_job
+
+    windows = windows_by_job()
+    assert windows["ads_sync_sweep"] == windows["ads_sync"] == 300
+    assert windows["digitization_increment"] == windows["digitization_increment_sweep"]
+    assert windows["finance_sync"] == 6 * 3600
