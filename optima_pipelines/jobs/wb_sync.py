@@ -309,6 +309,8 @@ class CabinetOutcome:
     resume_at: datetime | None = None
     #: False for an outcome the sweep goes on from (a short WB pause): counted and recorded once final.
     final: bool = True
+    #: When the cabinet's work came to this (outcomes are written in batches, later).
+    finished_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
     def busy(self) -> bool:
@@ -415,8 +417,9 @@ def record_outcomes(warehouse: Warehouse, job: SweepJob, run_id: str, outcomes: 
     try:
         with warehouse.connect() as conn, conn.cursor() as cur:
             cur.executemany(
-                "INSERT INTO sweep_outcomes (run_id, job, queue, cabinet_id, outcome, reason) VALUES (%s, %s, %s, %s, %s, %s)",
-                [(run_id, job.name, job.queue, o.cabinet_id, o.outcome, o.reason) for o in outcomes],
+                "INSERT INTO sweep_outcomes (run_id, job, queue, cabinet_id, outcome, reason, finished_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                [(run_id, job.name, job.queue, o.cabinet_id, o.outcome, o.reason, o.finished_at) for o in outcomes],
             )
     except (psycopg.Error, OptimaError) as exc:
         log.warning(f"could not record {len(outcomes)} sweep outcomes: {describe(exc)}")

@@ -389,15 +389,18 @@ def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  #
         and r.dagster_run.job_name == "digitization_increment_sweep"
     ]  # fmt: skip
     assert during and all(r.dagster_run.status == DagsterRunStatus.SUCCESS for r in during)
+    over = began + penalty_simulated_s / 20
     with stack.warehouse() as conn:
         got = conn.execute(
-            "SELECT cabinet_id, outcome FROM sweep_outcomes WHERE run_id = ANY(%s)",
+            "SELECT cabinet_id, outcome, extract(epoch FROM finished_at)::float FROM sweep_outcomes "
+            "WHERE run_id = ANY(%s)",
             ([r.dagster_run.run_id for r in during],),
         ).fetchall()
-    assert {("h1", "succeeded"), ("h3", "succeeded")} <= set(got), got
-    assert ("h2", "succeeded") not in set(got), "h2 synced through its penalty?"
-    # No sweep sat in a worker waiting out h2's penalty: each ended within seconds.
-    assert all(r.end_time - r.start_time < 15 for r in during if r.end_time)
+    # h1 and h3 synced while h2 was paused: its pause held neither of them.
+    assert {c for c, o, at in got if o == "succeeded" and at < over} >= {"h1", "h3"}, got
+    # h2 never synced through its penalty: the sweep waited the 30 s out (a pause that short is
+    # waited out in the sweep, with the cabinet's lock free) or left it to the resume sensor.
+    assert all(at >= over - 1 for c, o, at in got if c == "h2" and o == "succeeded"), got
 
     # After the pause h2 resumes, and ends with exactly WB's data.
     def h2_complete() -> bool:
