@@ -13,12 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import UTC, datetime
-from typing import Any
 
 import psycopg
 from dagster import (
     RunRequest,
-    RunsFilter,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
@@ -29,10 +27,11 @@ from optima_pipelines.engines import repricer
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.jobs.repricer import SWEEP, repricer_job, repricer_sweep_job, slot_item
 from optima_pipelines.orchestration.cadences import cadence, sensor_status
-from optima_pipelines.orchestration.fanout import IN_FLIGHT, busy_cabinets
+from optima_pipelines.orchestration.fanout import busy_cabinets
 from optima_pipelines.orchestration.queues import sweep_tags
 from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.sensors.wb_sync import swept_cabinets
 from optima_pipelines.settings import load_settings
 
 _CADENCE = cadence("repricer_sensor")
@@ -65,16 +64,6 @@ def sweep_requests(due: list[repricer.Due]) -> list[RunRequest]:
     return out
 
 
-def swept_cabinets(context: SensorEvaluationContext) -> set[str]:
-    """Cabinets of repricer sweeps queued or running (their slots name them)."""
-    out: set[str] = set()
-    for run in context.instance.get_runs(RunsFilter(job_name=SWEEP.name, statuses=IN_FLIGHT)):
-        config: dict[str, Any] = dict(run.run_config or {})
-        slots = config.get("ops", {}).get(op_name(SWEEP.name), {}).get("config", {}).get("slots") or []
-        out.update(item.split("|", 1)[0] for item in slots)
-    return out
-
-
 @sensor(
     name=_CADENCE.name,
     job=repricer_sweep_job,
@@ -90,7 +79,14 @@ def repricer_sensor(context: SensorEvaluationContext, warehouse: Warehouse):
     except (psycopg.Error, OptimaError) as exc:
         return SkipReason(f"could not read repricer_rules: {exc.__class__.__name__}: {exc}")
     launched = json.loads(context.cursor) if context.cursor else {}
-    busy = (busy_cabinets(context.instance, repricer_job.name) | swept_cabinets(context)) if groups else set()
+    busy = (
+        (
+            busy_cabinets(context.instance, repricer_job.name)
+            | swept_cabinets(context.instance, SWEEP.name, items="slots")
+        )
+        if groups
+        else set()
+    )
     due, cursor = repricer.plan_due(groups, datetime.now(tz=UTC), launched, busy)
     if not due:
         context.update_cursor(json.dumps(cursor, sort_keys=True))

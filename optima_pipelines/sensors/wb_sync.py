@@ -106,13 +106,14 @@ def sweep_requests(
     ]
 
 
-def swept_cabinets(instance: DagsterInstance, job_name: str) -> set[str]:
-    """Cabinets of this sweep job's runs queued or running (their run config names them)."""
+def swept_cabinets(instance: DagsterInstance, job_name: str, items: str = "cabinet_ids") -> set[str]:
+    """Cabinets of this sweep job's runs queued or running: its run config's ``items`` name them
+    (a cabinet id, or a key that starts ``<cabinet>|``, as the repricer's slots do)."""
     cabinets: set[str] = set()
     for run in instance.get_runs(RunsFilter(job_name=job_name, statuses=IN_FLIGHT)):
         run_config: dict[str, Any] = dict(run.run_config or {})
         config = run_config.get("ops", {}).get(op_name(job_name), {}).get("config", {})
-        cabinets.update(config.get("cabinet_ids") or [])
+        cabinets.update(str(item).split("|", 1)[0] for item in config.get(items) or [])
     return cabinets
 
 
