@@ -17,7 +17,7 @@ import pytest
 from dagster import DagsterEventType, DagsterRunStatus
 
 from optima_pipelines.orchestration.queues import TAG_CABINET
-from tests.system.harness import only_automations
+from tests.system.harness import only_automations, wait_for
 from tests.system.test_concurrency import records, wait_until
 from tests.system.test_shutdown import test_a_run_interrupted_by_a_stop_is_requeued_and_completes as shutdown_scenario
 from wb_simulator import CabinetSpec
@@ -119,20 +119,7 @@ def _hanging_run(stack, since: float) -> str:  # type: ignore[no-untyped-def]
                 return run.run_id
         return None
 
-    return wait_until_value(held, 120, "a run held mid-step by the sales fault", stack)
-
-
-def wait_until_value(fn, timeout: float, what: str, stack):  # type: ignore[no-untyped-def]
-    box: list = []
-
-    def ok() -> bool:
-        value = fn()
-        if value:
-            box.append(value)
-        return bool(value)
-
-    wait_until(ok, timeout, what, stack.dev)
-    return box[-1]
+    return wait_for(held, "a run held mid-step by the sales fault", timeout=120, dep=stack.dev)
 
 
 def test_terminate_from_the_ui_cancels_a_run_in_a_warm_worker(warm_stack):  # type: ignore[no-untyped-def]
