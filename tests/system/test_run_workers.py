@@ -18,7 +18,8 @@ from dagster import DagsterEventType, DagsterRunStatus
 
 from optima_pipelines.orchestration.queues import TAG_CABINET
 from tests.system.harness import only_automations, wait_for
-from tests.system.test_concurrency import records, wait_until
+from optima_pipelines.orchestration.runconfig import cabinet_run_config
+from tests.system.test_concurrency import launch_run, records, wait_until
 from tests.system.test_shutdown import test_a_run_interrupted_by_a_stop_is_requeued_and_completes as shutdown_scenario
 from wb_simulator import CabinetSpec
 
@@ -26,6 +27,8 @@ pytestmark = pytest.mark.system
 
 WARM = {"OPTIMA_RUN_LAUNCHER": "celery"}
 INTERVAL_S = 20
+#: Seven cabinets: one worker holds at most six runs (three running, three prefetched).
+CABINETS = [f"w{i}" for i in range(1, 8)]
 TERMINATE = """
 mutation($runId: String!) {
   terminateRun(runId: $runId) { __typename ... on PythonError { message } ... on TerminateRunFailure { message } }
@@ -55,20 +58,19 @@ def worker_of(pid: int) -> str | None:
 
 @pytest.fixture(scope="module")
 def warm_stack(stack_factory):  # type: ignore[no-untyped-def]
-    cabinets = [CabinetSpec(id=f"w{i}", products=10, orders_per_day=40, history_days=20) for i in range(1, 5)]
+    cabinets = [CabinetSpec(id=c, products=10, orders_per_day=40, history_days=20) for c in CABINETS]
     stack = stack_factory(
         cabinets,
         time_scale=60,
         extra_env={
             **WARM,
             "DIGITIZATION_INCREMENT_INTERVAL_MS": str(INTERVAL_S * 1000),
-            "SYNC_QUEUE_CONCURRENCY": "4",
+            "SYNC_QUEUE_CONCURRENCY": str(len(CABINETS)),
             **only_automations("requests_sensor", "digitization_increment_sensor"),
         },
         dev_args=("--run-workers", "2"),
     )
-    # WB statistics calls take a while: four cabinets' increments overlap, more than one worker's
-    # three processes hold.
+    # WB statistics calls take a while, so that runs overlap.
     stack.sim.faults.set("GET statistics/*", latency_s=0.5)
     return stack
 
@@ -81,19 +83,35 @@ def test_runs_execute_in_both_run_worker_processes(warm_stack):  # type: ignore[
     mains = {worker_of(c.pid) for w in workers for c in w.children()}
     assert {"run-worker-1", "run-worker-2"} <= mains, mains
 
-    def by_worker() -> dict[str, set[str]]:
-        seen: dict[str, set[str]] = {}
-        for record in records(stack):
-            run = record.dagster_run
-            if run.job_name != "digitization_increment" or run.status != DagsterRunStatus.SUCCESS:
-                continue
-            pid = run_pid(stack, run.run_id)
-            name = worker_of(pid) if pid else None
-            if name:
-                seen.setdefault(name, set()).add(run.tags.get(TAG_CABINET, "?"))
-        return seen
+    # One single-cabinet increment per cabinet, all at once and each held by its sales call: seven
+    # runs are more than one worker holds (three running, three prefetched), so both take some.
+    stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=10)
+    try:
+        launched = {
+            launch_run(stack.dev, "digitization_increment", cabinet_run_config("digitization_increment", c))
+            for c in CABINETS
+        }
 
-    wait_until(lambda: len(by_worker()) >= 2, 240, "successful increments in both run workers", stack.dev)
+        def by_worker() -> dict[str, set[str]]:
+            seen: dict[str, set[str]] = {}
+            for run_id in launched:
+                run = stack.instance.get_run_by_id(run_id)
+                if run is None or run.status != DagsterRunStatus.SUCCESS:
+                    continue
+                pid = run_pid(stack, run_id)
+                name = worker_of(pid) if pid else None
+                if name:
+                    seen.setdefault(name, set()).add(run.tags.get(TAG_CABINET, "?"))
+            return seen
+
+        wait_until(
+            lambda: sum(map(len, by_worker().values())) == len(CABINETS),
+            240,
+            f"the {len(CABINETS)} increments launched at once to succeed",
+            stack.dev,
+        )
+    finally:
+        stack.sim.faults.set("GET statistics/*", latency_s=0.5)
     seen = by_worker()
     assert set(seen) == {"run-worker-1", "run-worker-2"}, seen
     # No run was started by the code server's spawn path: every launched run is a Celery task.
