@@ -156,6 +156,12 @@ class Sampler:
     rss_total: float = 0.0
     rss_samples: int = 0
     postgres_cpu: float = 0.0
+    #: This database's backend CPU by pg_stat_activity's application_name (a run's warehouse
+    #: connections carry its job: ``optima_pipelines/<job>``; Dagster's storage connections none).
+    postgres_by_app: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    #: Each run worker process's CPU over the watch as sampled (pid → seconds): what a run cost in
+    #: its own process, the at most ``every`` seconds before it ended excepted.
+    run_process_cpu: dict[int, float] = field(default_factory=dict)
     machine_busy: float = 0.0  # CPU seconds of the whole machine, every process (other users' too)
     peak_queued: int = 0
     #: CPU seconds of the deployment's whole process tree, run workers that ended included, and of
@@ -219,17 +225,23 @@ class Sampler:
                 kind, before = process_kind(proc), (0.0 if count else cpu)
             if count:
                 self.cpu_by_kind[kind] += cpu - before
+                if kind == "run workers":
+                    self.run_process_cpu[proc.pid] = self.run_process_cpu.get(proc.pid, 0.0) + cpu - before
             self._last[proc.pid] = (kind, cpu)
         conn = self._conn
-        pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")]
-        for pid in pids:
+        backends = conn.execute(
+            "SELECT pid, application_name FROM pg_stat_activity WHERE datname = current_database()"
+        ).fetchall()
+        for pid, application in backends:
             try:
                 times = psutil.Process(pid).cpu_times()
             except psutil.Error:
                 continue
             cpu = times.user + times.system
             if count:  # a backend new since the last sample spent all its CPU in the period
-                self.postgres_cpu += cpu - self._pg_last.get(pid, 0.0)
+                spent = cpu - self._pg_last.get(pid, 0.0)
+                self.postgres_cpu += spent
+                self.postgres_by_app[application or "(no application_name: Dagster's storage)"] += spent
             self._pg_last[pid] = cpu
         if count:
             self.peak_rss = max(self.peak_rss, rss)
@@ -419,6 +431,7 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
         records = stack.instance.get_run_records(RunsFilter())  # every run of the deployment, read once
         done, ran, durations = finished_runs(records, start, end)
         ages = queue_ages(records, start, end)
+        by_job = run_cpu_by_job(stack, records, sampler.run_process_cpu)
 
     lines = []
     expected = held = 0
@@ -458,6 +471,14 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
             for job, d in sorted(durations.items(), key=lambda kv: -len(kv[1]))
         )
     )
+    lines.append(
+        "where the run workers' CPU went (s, by job, from each run's process): "
+        + ", ".join(f"{job} {cpu:.0f}" for job, cpu in sorted(by_job.items(), key=lambda kv: -kv[1]))
+    )
+    lines.append(
+        "where this database's PostgreSQL CPU went (s, by application_name): "
+        + ", ".join(f"{app} {cpu:.0f}" for app, cpu in sorted(sampler.postgres_by_app.items(), key=lambda kv: -kv[1]))
+    )
     for line in lines:
         harness.say(f"    {line}")
     return Outcome(
@@ -478,6 +499,25 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
         watched_s=end - start,
         lines=lines,
     )
+
+
+def run_cpu_by_job(stack: harness.Stack, records: list[Any], cpu_by_pid: dict[int, float]) -> dict[str, float]:
+    """CPU seconds of the sampled run worker processes by the job of the run each executed (its
+    RUN_START event's pid); a process no run names (a helper, a run started before the watch) is
+    listed apart."""
+    from dagster import DagsterEventType
+
+    job_of: dict[int, str] = {}
+    for r in records:
+        if r.start_time is None:
+            continue
+        for entry in stack.instance.all_logs(r.dagster_run.run_id, of_type=DagsterEventType.RUN_START):
+            if entry.dagster_event is not None and entry.dagster_event.pid:
+                job_of[entry.dagster_event.pid] = r.dagster_run.job_name
+    out: dict[str, float] = defaultdict(float)
+    for pid, cpu in cpu_by_pid.items():
+        out[job_of.get(pid, "(no run: helpers)")] += cpu
+    return out
 
 
 def queue_ages(records: list[Any], start: float, end: float) -> list[float]:

@@ -10,9 +10,17 @@ import psycopg
 from optima_pipelines.db.urls import describe_server, libpq_url
 from optima_pipelines.errors import DatabaseUnavailable
 
+#: What pg_stat_activity shows for our connections; a run's adds its job (`optima_pipelines/<job>`).
+APPLICATION_NAME = "optima_pipelines"
+
 
 def connect(
-    url: str, schema: str | None = None, *, autocommit: bool = False, connect_timeout: int = 10
+    url: str,
+    schema: str | None = None,
+    *,
+    autocommit: bool = False,
+    connect_timeout: int = 10,
+    application_name: str = APPLICATION_NAME,
 ) -> psycopg.Connection:
     """Open a connection; raises DatabaseUnavailable with the server named (never the password)."""
     options = f"-c search_path={schema}" if schema else None
@@ -22,7 +30,7 @@ def connect(
             autocommit=autocommit,
             connect_timeout=connect_timeout,
             options=options,
-            application_name="optima_pipelines",
+            application_name=application_name[:63],  # PostgreSQL's NAMEDATALEN
         )
     except psycopg.OperationalError as exc:
         lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]

@@ -6,9 +6,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, InitResourceContext
+from pydantic import PrivateAttr
 
-from optima_pipelines.db.connection import connect
+from optima_pipelines.db.connection import APPLICATION_NAME, connect
 from optima_pipelines.settings import load_settings
 from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 
@@ -23,13 +24,20 @@ class Warehouse(ConfigurableResource):
     database_url: str
     #: The environment (OPTIMA_ENV) whose schema to use; None reads it from the environment at run time.
     env: str | None = None
+    #: pg_stat_activity's application_name: the run's job, so that an operator (and bench/scale.py)
+    #: sees which job holds a connection and what its queries cost.
+    _application: str = PrivateAttr(default=APPLICATION_NAME)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        if context.dagster_run is not None:
+            self._application = f"{APPLICATION_NAME}/{context.dagster_run.job_name}"
 
     @property
     def schema_name(self) -> str:
         return f"optima_{self.env or load_settings().env}"
 
     def connect(self, *, autocommit: bool = False) -> psycopg.Connection:
-        return connect(self.database_url, self.schema_name, autocommit=autocommit)
+        return connect(self.database_url, self.schema_name, autocommit=autocommit, application_name=self._application)
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:

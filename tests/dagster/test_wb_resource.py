@@ -103,3 +103,27 @@ def test_a_token_lacking_a_category_fails_that_call_but_leaves_the_cabinet_activ
     assert not result.success
     cabinet = get_cabinet(warehouse_conn, "shop-1")
     assert (cabinet.status, cabinet.token_rejected_at) == ("active", None)
+
+
+@asset
+def seen_as(warehouse: Warehouse, wb: WbApi) -> MaterializeResult:
+    """What pg_stat_activity shows for the run's own connections, the direct one and the WB resource's."""
+    names = {}
+    for name, resource in (("warehouse", warehouse), ("wb", wb.warehouse)):
+        with resource.connect() as conn:
+            row = conn.execute("SELECT application_name FROM pg_stat_activity WHERE pid = pg_backend_pid()").fetchone()
+            names[name] = row[0] if row else None
+    return MaterializeResult(metadata=names)
+
+
+def test_a_runs_connections_show_its_job_in_pg_stat_activity(base_url: str, settings, dagster_instance):
+    warehouse = Warehouse(database_url=EnvVar("OPTIMA_DATABASE_URL"))
+    resources = {"warehouse": warehouse, "wb": WbApi(base_url=base_url, time_scale=600, warehouse=warehouse)}
+
+    result = materialize([seen_as], resources=resources, instance=dagster_instance)
+
+    assert result.success
+    metadata = result.asset_materializations_for_node("seen_as")[0].metadata
+    # materialize() runs the implicit asset job: an operator sees which job a backend serves.
+    assert metadata["warehouse"].value == "optima_pipelines/__ephemeral_asset_job__"
+    assert metadata["wb"].value == "optima_pipelines/__ephemeral_asset_job__"

@@ -17,8 +17,8 @@ import pytest
 from dagster import DagsterEventType, DagsterRunStatus
 
 from optima_pipelines.orchestration.queues import TAG_CABINET
-from tests.system.harness import only_automations, wait_for
 from optima_pipelines.orchestration.runconfig import cabinet_run_config
+from tests.system.harness import only_automations, wait_for
 from tests.system.test_concurrency import launch_run, records, wait_until
 from tests.system.test_shutdown import test_a_run_interrupted_by_a_stop_is_requeued_and_completes as shutdown_scenario
 from wb_simulator import CabinetSpec
