@@ -382,25 +382,29 @@ def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  #
     began = time.time()
     wait_until(lambda: time.time() - began > penalty_simulated_s / 20 + INTERVAL_S, 120, "the penalty to pass")
 
-    during = [
-        r
-        for r in stack.instance.get_run_records()
-        if r.start_time and began <= r.start_time <= began + penalty_simulated_s / 20
-        and r.dagster_run.job_name == "digitization_increment_sweep"
-    ]  # fmt: skip
-    assert during and all(r.dagster_run.status == DagsterRunStatus.SUCCESS for r in during)
     over = began + penalty_simulated_s / 20
+    sweeps = [
+        r
+        for r in stack.instance.get_run_records(RunsFilter(job_name="digitization_increment_sweep"))
+        if r.end_time and r.end_time >= began
+    ]
+    assert sweeps and all(r.dagster_run.status == DagsterRunStatus.SUCCESS for r in sweeps), sweeps
     with stack.warehouse() as conn:
         got = conn.execute(
-            "SELECT cabinet_id, outcome, extract(epoch FROM finished_at)::float FROM sweep_outcomes "
-            "WHERE run_id = ANY(%s)",
-            ([r.dagster_run.run_id for r in during],),
+            "SELECT run_id, cabinet_id, outcome, extract(epoch FROM finished_at)::float FROM sweep_outcomes "
+            "WHERE run_id = ANY(%s) ORDER BY finished_at",
+            ([r.dagster_run.run_id for r in sweeps],),
         ).fetchall()
-    # h1 and h3 synced while h2 was paused: its pause held neither of them.
-    assert {c for c, o, at in got if o == "succeeded" and at < over} >= {"h1", "h3"}, got
-    # h2 never synced through its penalty: the sweep waited the 30 s out (a pause that short is
-    # waited out in the sweep, with the cabinet's lock free) or left it to the resume sensor.
-    assert all(at >= over - 1 for c, o, at in got if c == "h2" and o == "succeeded"), got
+    # h2 never synced through its penalty: the sweep that met it waited the 30 s out (a pause that
+    # short is waited out in the sweep, with the cabinet's lock free) or left it to the resume sensor.
+    assert all(at >= over - 1 for _, c, o, at in got if c == "h2" and o == "succeeded" and at >= began), got
+    # The sweep that met h2's penalty: h2's outcome in it came once the pause was over.
+    met = next((run for run, c, _, at in got if c == "h2" and at >= over - 1), None)
+    assert met is not None, f"no sweep met h2's penalty: {got}"
+    h2_at = max(at for run, c, _, at in got if run == met and c == "h2")
+    # h1 and h3 synced in that same sweep, not held behind h2's pause.
+    done = {c: at for run, c, o, at in got if run == met and o == "succeeded" and c != "h2"}
+    assert set(done) == {"h1", "h3"} and all(at < h2_at - 5 for at in done.values()), (got, met)
 
     # After the pause h2 resumes, and ends with exactly WB's data.
     def h2_complete() -> bool:
