@@ -42,7 +42,7 @@ from bench import harness
 from bench.harness import Bench, Option
 from bench.wb_parse import make_body
 from optima_pipelines.sync import digitization as dg
-from optima_pipelines.sync.runs import SyncRun
+from optima_pipelines.sync.runs import SyncInput, SyncRun
 from optima_pipelines.wb import Order
 
 NAME = "ingest"
@@ -130,16 +130,14 @@ def measured(cpu: Cpu) -> Iterator[None]:
 
 def load_ours(env: harness.Environment, bodies: list[bytes], cpu: Cpu) -> SyncRun:
     with measured(cpu):
-        return dg.load_feed(
-            lambda: MeasuredConnection(env.connect(autocommit=False), cpu),  # type: ignore[arg-type,return-value]
-            PagesClient(bodies),  # type: ignore[arg-type]
-            dg.ORDERS,
-            CABINET,
-            datetime(2026, 1, 1),
-            flag=0,
+        inp = SyncInput(
+            connect=lambda: MeasuredConnection(env.connect(autocommit=False), cpu),  # type: ignore[arg-type,return-value]
+            client=lambda: PagesClient(bodies),  # type: ignore[arg-type,return-value]
+            cabinet_id=CABINET,
             run_id="bench",
             trigger="manual",
         )
+        return dg.load_feed(inp, dg.ORDERS, datetime(2026, 1, 1), flag=0)
 
 
 def copy_raw(env: harness.Environment, tuples: list[tuple[Any, ...]], cpu: Cpu) -> None:

@@ -114,35 +114,32 @@ FEEDS = {f.asset: f for f in (ORDERS, SALES)}
 
 
 def load_feed(
-    connect: Connect,
-    client: WbClient,
+    inp: SyncInput,
     feed: Feed,
-    cabinet_id: str,
     date_from: datetime | date,
     *,
     flag: int,
-    run_id: str | None,
-    trigger: str,
     cursor_feed: str | None = None,
     only_day: date | None = None,
-    should_yield: Callable[[], bool] | None = None,
     seen: frozenset[str] = frozenset(),
 ) -> SyncRun:
-    """Fetch every page and merge it, one transaction per page (with the cursor, if ``cursor_feed``:
-    the newest lastChangeDate and the keys of the rows at it, so that a load going on from there
-    knows WB's repeat of them is nothing new; ``seen`` are those keys when ``date_from`` is one).
+    """Fetch every page of ``feed`` for the cabinet of ``inp`` and merge it, one transaction per page
+    (with the cursor, if ``cursor_feed``: the newest lastChangeDate and the keys of the rows at it,
+    so that a load going on from there knows WB's repeat of them is nothing new; ``seen`` are those
+    keys when ``date_from`` is one).
 
     A WB rate-limit pause longer than the client's limit raises WbDeferred before a request is
     sent: the pages merged so far stay committed, the resume time is recorded in sync_state, and
-    the returned SyncRun says until when the load was deferred. ``should_yield`` is asked between
+    the returned SyncRun says until when the load was deferred. ``inp.should_yield`` is asked between
     pages: a scheduled load stops there (and resumes later) when a user's run waits for the cabinet.
     The load's figures are recorded for /metrics (ops_feed_syncs) when it ends, however it ends.
     """
-    run = SyncRun(QUEUE, feed.asset, cabinet_id, run_id, trigger)
+    cabinet_id, run_id, client = inp.cabinet_id, inp.run_id, inp.client()
+    run = SyncRun(QUEUE, feed.asset, cabinet_id, run_id, inp.trigger)
     state_feed = cursor_feed or feed.name
     cursor: datetime | None = None
     at_cursor: set[str] = set()
-    with page_connection(connect) as conn:
+    with page_connection(inp.connect) as conn:
         try:
             for page in feed.fetch(client, date_from, flag, seen):
                 run.requests += 1
@@ -173,7 +170,7 @@ def load_feed(
                         if cursor_feed is not None:
                             value = {"last_change_date": cursor.isoformat(), "keys_at": sorted(at_cursor)}
                             save_cursor(conn, cabinet_id, cursor_feed, value, run_id)
-                if should_yield is not None and should_yield():
+                if inp.should_yield():
                     raise _Yield
         except (WbDeferred, _Yield) as stop:
             if isinstance(stop, WbDeferred):
@@ -194,34 +191,6 @@ def load_feed(
                 mark_success(conn, cabinet_id, cursor_feed, run_id)
             run.record(conn)
     return run
-
-
-def _load(
-    inp: SyncInput,
-    feed: Feed,
-    date_from: datetime | date,
-    *,
-    flag: int,
-    cursor_feed: str | None = None,
-    only_day: date | None = None,
-    should_yield: Callable[[], bool] | None = None,
-    seen: frozenset[str] = frozenset(),
-) -> SyncRun:
-    """``load_feed`` for the cabinet and run of ``inp``."""
-    return load_feed(
-        inp.connect,
-        inp.client(),
-        feed,
-        inp.cabinet_id,
-        date_from,
-        flag=flag,
-        run_id=inp.run_id,
-        trigger=inp.trigger,
-        cursor_feed=cursor_feed,
-        only_day=only_day,
-        should_yield=should_yield,
-        seen=seen,
-    )
 
 
 def _note_moved_lines(conn: psycopg.Connection, run: SyncRun, cabinet_id: str, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -287,7 +256,7 @@ def _sync_feeds(inp: SyncInput, start: Callable[[Feed], tuple[datetime, frozense
     try:
         for feed in (ORDERS, SALES):
             date_from, seen, cursor_feed = start(feed)
-            run = _load(inp, feed, date_from, flag=0, cursor_feed=cursor_feed, should_yield=inp.should_yield, seen=seen)
+            run = load_feed(inp, feed, date_from, flag=0, cursor_feed=cursor_feed, seen=seen)
             runs.append(run)
             log.info("%s of %s from %s: %s", feed.name, inp.cabinet_id, date_from, run.summary())
     except Exception as exc:
@@ -344,7 +313,7 @@ def load_partition(inp: SyncInput, feed: Feed) -> SyncRun:
     if plan.mode == "memo":
         return SyncRun(QUEUE, feed.asset, inp.cabinet_id, inp.run_id, inp.trigger)
     date_from, flag, only_day = (day, 1, day) if plan.mode == "day" else (window_start(day), 0, None)
-    run = _load(inp, feed, date_from, flag=flag, only_day=only_day)
+    run = load_feed(inp, feed, date_from, flag=flag, only_day=only_day)
     if plan.mode == "range" and run.deferred_until is None:
         with inp.connect() as conn, conn.transaction():
             memo = {"from": day.isoformat(), "backfill": inp.backfill_id, "fetched_at": now_moscow().isoformat()}

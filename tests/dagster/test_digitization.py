@@ -310,6 +310,7 @@ def test_an_increment_paused_by_wbs_one_sales_request_a_minute_ends_on_its_next_
     from optima_pipelines.resources.warehouse import Warehouse
     from optima_pipelines.resources.wb import WbApi
     from optima_pipelines.sync import digitization as dg
+    from optima_pipelines.sync.runs import SyncInput
     from optima_pipelines.sync.state import get_state
 
     warehouse = Warehouse(database_url=os.environ["OPTIMA_DATABASE_URL"])
@@ -317,10 +318,10 @@ def test_an_increment_paused_by_wbs_one_sales_request_a_minute_ends_on_its_next_
 
     def load(date_from, seen):  # type: ignore[no-untyped-def]
         with real_pace.client("c1", max_wait_seconds=0) as client:
-            return dg.load_feed(
-                warehouse.connect, client, dg.SALES, "c1", date_from, flag=0, run_id=None, trigger="scheduled",
-                cursor_feed="sales", seen=seen,
-            )  # fmt: skip
+            inp = SyncInput(
+                connect=warehouse.connect, client=lambda: client, cabinet_id="c1", run_id=None, trigger="scheduled"
+            )
+            return dg.load_feed(inp, dg.SALES, date_from, flag=0, cursor_feed="sales", seen=seen)
 
     first = load(*dg.increment_start(warehouse.connect, dg.SALES, "c1"))
     assert first.requests == 1 and first.rows_fetched > 0 and first.deferred_until is not None
