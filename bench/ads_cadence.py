@@ -30,6 +30,7 @@ from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import upgrade
 from optima_pipelines.db.urls import with_database
 from optima_pipelines.sync import ads
+from optima_pipelines.sync.runs import SyncInput
 from optima_pipelines.timeutil import MOSCOW
 from optima_pipelines.wb import PostgresLimiterStore, RateLimiter, WbClient, WbConfig
 from wb_simulator import CabinetSpec, Simulator, serve
@@ -57,7 +58,8 @@ def cycle(
     while True:
         runs += 1
         with WbClient(cabinet, token, config=config, limiter=limiter) as client:
-            _, stats = ads.sync_ads(conn, client, cabinet, run_id=None, trigger="scheduled")
+            inp = SyncInput(connect=conn, client=lambda: client, cabinet_id=cabinet, run_id=None, trigger="scheduled")
+            _, stats = ads.sync_ads(inp)
         requests += stats.requests
         if stats.deferred_until is None:
             return (time.perf_counter() - started) * scale, runs, requests

@@ -72,11 +72,15 @@ def load_ads(ids: list[str]) -> None:
     from optima_pipelines.resources.warehouse import Warehouse
     from optima_pipelines.resources.wb import WbApi
     from optima_pipelines.sync import ads
+    from optima_pipelines.sync.runs import SyncInput
 
     warehouse = Warehouse(database_url=os.environ["OPTIMA_DATABASE_URL"])
     for cabinet in ids:
         with WbApi(warehouse=warehouse).client(cabinet, max_wait_seconds=30) as client:
-            ads.sync_ads(warehouse.connect, client, cabinet, run_id=None, trigger="scheduled", state_feed=None)
+            inp = SyncInput(
+                connect=warehouse.connect, client=lambda: client, cabinet_id=cabinet, run_id=None, trigger="scheduled"
+            )
+            ads.sync_ads(inp, state_feed=None)
 
 
 def add_rules_and_tasks(conn, rng: random.Random, warehouse_ids: list[int], today) -> int:  # type: ignore[no-untyped-def]

@@ -23,10 +23,10 @@ import psycopg
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import AUTOBIDDER_SYNC, RNP_ADS_SYNC
-from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection, paged_load
+from optima_pipelines.sync.runs import SyncInput, SyncRun, finish, page_connection, paged_load
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
-from optima_pipelines.wb import AdStat, Campaign, WbClient
+from optima_pipelines.wb import AdStat, Campaign
 
 QUEUE = RNP_ADS_SYNC
 STATS_FEED = "ad_campaign_stats"
@@ -101,19 +101,18 @@ def stat_chunks(campaigns: Sequence[Campaign]) -> list[list[int]]:
     return [ids[i : i + CHUNK] for i in range(0, len(ids), CHUNK)]
 
 
-def load_campaigns(
-    connect: Connect, client: WbClient, cabinet_id: str, *, run_id: str | None, trigger: str, queue: str = QUEUE
-) -> tuple[SyncRun, list[Campaign]]:
+def load_campaigns(inp: SyncInput, queue: str = QUEUE) -> tuple[SyncRun, list[Campaign]]:
     """Refresh the cabinet's campaigns and their products (with bids), in one transaction.
 
     A product no longer in a listed campaign is removed from it; campaigns WB stops listing are
     kept (their statistics stay meaningful)."""
-    run = SyncRun(queue, CAMPAIGNS_FEED, cabinet_id, run_id, trigger)
-    campaigns = client.list_campaigns()
+    cabinet_id = inp.cabinet_id
+    run = SyncRun(queue, CAMPAIGNS_FEED, cabinet_id, inp.run_id, inp.trigger)
+    campaigns = inp.client().list_campaigns()
     run.requests += 1
     products = [row for c in campaigns for row in product_rows(cabinet_id, c)]
     run.fetched([None] * (len(campaigns) + len(products)))
-    with connect() as conn, conn.transaction():
+    with inp.connect() as conn, conn.transaction():
         run.merge += merge_rows(
             conn,
             "ad_campaigns",
@@ -147,15 +146,11 @@ def _advertised(conn: psycopg.Connection, cabinet_id: str) -> set[tuple[int, int
 
 
 def load_stats(
-    connect: Connect,
-    client: WbClient,
-    cabinet_id: str,
+    inp: SyncInput,
     chunks: list[list[int]],
     begin: date,
     end: date,
     *,
-    run_id: str | None,
-    trigger: str,
     queue: str = QUEUE,
     state_feed: str | None = None,
     only_day: date | None = None,
@@ -164,9 +159,10 @@ def load_stats(
 
     ``only_day`` keeps the rows of that day only (a partition run). With ``state_feed`` the pending
     chunks are saved after every answer, so a deferred cycle resumes where it stopped."""
-    run = SyncRun(queue, STATS_FEED, cabinet_id, run_id, trigger)
+    cabinet_id, run_id, client = inp.cabinet_id, inp.run_id, inp.client()
+    run = SyncRun(queue, STATS_FEED, cabinet_id, run_id, inp.trigger)
     window = {"begin": begin.isoformat(), "end": end.isoformat()}
-    with page_connection(connect) as conn:
+    with page_connection(inp.connect) as conn:
         advertised = _advertised(conn, cabinet_id)
         with paged_load(conn, run, state_feed):
             for i, chunk in enumerate(chunks):
@@ -192,108 +188,62 @@ def load_stats(
     return run
 
 
-def sync_ads(
-    connect: Connect,
-    client: WbClient,
-    cabinet_id: str,
-    *,
-    run_id: str | None,
-    trigger: str,
-    queue: str = QUEUE,
-    state_feed: str | None = STATE_FEED,
-    today: date | None = None,
-    days: int | None = None,
-) -> list[SyncRun]:
-    """The 5-minute sync (and the on-demand one): campaigns, then the statistics of the window
-    (``days`` back, today included; default WINDOW_DAYS; fullstats serves up to 31 days a request).
+def _record(inp: SyncInput, run: SyncRun) -> None:
+    with inp.connect() as conn, conn.transaction():
+        run.record(conn)
 
-    A cycle left unfinished by a deferral (pending chunks saved for the same window) is finished
-    first; otherwise a new cycle covers every campaign WB serves statistics for."""
+
+def sync_ads(
+    inp: SyncInput, *, queue: str = QUEUE, state_feed: str | None = STATE_FEED, today: date | None = None
+) -> list[SyncRun]:
+    """A cycle: campaigns, then the statistics of the window (``inp.window_days`` back, today
+    included; default WINDOW_DAYS; fullstats serves up to 31 days a request).
+
+    With ``state_feed``, a cycle left unfinished by a deferral (pending chunks saved for the same
+    window) is finished first; otherwise a new cycle covers every campaign WB serves statistics for."""
+    days = inp.window_days
     if days is not None and days > MAX_WINDOW_DAYS:
         raise InvalidInput(f"window_days {days}: WB's fullstats serves {MAX_WINDOW_DAYS} days a request at most")
     begin, end = ads_window(today, days)
-    campaigns_run, campaigns = load_campaigns(connect, client, cabinet_id, run_id=run_id, trigger=trigger, queue=queue)
+    campaigns_run, campaigns = load_campaigns(inp, queue)
     chunks = stat_chunks(campaigns)
     if state_feed is not None:
-        with connect() as conn:
-            cursor = get_state(conn, cabinet_id, state_feed).cursor or {}
+        with inp.connect() as conn:
+            cursor = get_state(conn, inp.cabinet_id, state_feed).cursor or {}
         if cursor.get("pending") and (cursor.get("begin"), cursor.get("end")) == (begin.isoformat(), end.isoformat()):
             chunks = cursor["pending"]
-    stats_run = load_stats(
-        connect,
-        client,
-        cabinet_id,
-        chunks,
-        begin,
-        end,
-        run_id=run_id,
-        trigger=trigger,
-        queue=queue,
-        state_feed=state_feed,
-    )
-    with connect() as conn, conn.transaction():
-        campaigns_run.record(conn)
-    return [campaigns_run, stats_run]
-
-
-def load_stats_day(
-    connect: Connect, client: WbClient, cabinet_id: str, day: date, *, run_id: str | None, trigger: str
-) -> list[SyncRun]:
-    """One `cabinet|day` partition: the campaigns, then that day's statistics of every campaign.
-
-    WB refuses a period that is only today; asking from the day before and keeping the day's rows
-    works for today too."""
-    campaigns_run, campaigns = load_campaigns(connect, client, cabinet_id, run_id=run_id, trigger=trigger)
-    with connect() as conn, conn.transaction():
-        campaigns_run.record(conn)
-    stats_run = load_stats(
-        connect,
-        client,
-        cabinet_id,
-        stat_chunks(campaigns),
-        day - timedelta(days=1),
-        day,
-        run_id=run_id,
-        trigger=trigger,
-        only_day=day,
-    )
+    stats_run = load_stats(inp, chunks, begin, end, queue=queue, state_feed=state_feed)
+    _record(inp, campaigns_run)
     return [campaigns_run, stats_run]
 
 
 def sync_campaigns(inp: SyncInput) -> list[SyncRun]:
     """The `ad_campaigns` partition (a cabinet): the campaigns and their products, figures recorded."""
-    run, _ = load_campaigns(inp.connect, inp.client(), inp.cabinet_id, run_id=inp.run_id, trigger=inp.trigger)
-    with inp.connect() as conn, conn.transaction():
-        run.record(conn)
+    run, _ = load_campaigns(inp)
+    _record(inp, run)
     return [run]
 
 
 def sync_stats_day(inp: SyncInput) -> list[SyncRun]:
-    """The `ad_campaign_stats` partition ``inp.day``: see ``load_stats_day``."""
+    """The `ad_campaign_stats` partition ``inp.day``: the campaigns, then that day's statistics of
+    every campaign.
+
+    WB refuses a period that is only today; asking from the day before and keeping the day's rows
+    works for today too."""
     assert inp.day is not None
-    return load_stats_day(inp.connect, inp.client(), inp.cabinet_id, inp.day, run_id=inp.run_id, trigger=inp.trigger)
+    campaigns_run, campaigns = load_campaigns(inp)
+    _record(inp, campaigns_run)
+    stats_run = load_stats(inp, stat_chunks(campaigns), inp.day - timedelta(days=1), inp.day, only_day=inp.day)
+    return [campaigns_run, stats_run]
 
 
 def sync(inp: SyncInput) -> list[SyncRun]:
     """The 5-minute sync: ``sync_ads`` over ``window_days`` (else WINDOW_DAYS), resuming a cycle a
     deferral left unfinished."""
-    return _cycle(inp, QUEUE, STATE_FEED)
+    return sync_ads(inp)
 
 
 def sync_on_demand(inp: SyncInput) -> list[SyncRun]:
     """An `autobidder-sync` request: a whole cycle of ``sync_ads`` (never the rest of a scheduled
     one), in the autobidder's queue."""
-    return _cycle(inp, AUTOBIDDER_SYNC, None)
-
-
-def _cycle(inp: SyncInput, queue: str, state_feed: str | None) -> list[SyncRun]:
-    return sync_ads(
-        inp.connect,
-        inp.client(),
-        inp.cabinet_id,
-        run_id=inp.run_id,
-        trigger=inp.trigger,
-        queue=queue,
-        state_feed=state_feed,
-        days=inp.window_days,
-    )
+    return sync_ads(inp, queue=AUTOBIDDER_SYNC, state_feed=None)

@@ -13,6 +13,7 @@ from optima_pipelines.definitions import RESOURCES, defs
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import ads
+from optima_pipelines.sync.runs import SyncInput
 from optima_pipelines.sync.state import get_state
 from optima_pipelines.timeutil import today_moscow
 from tests.wb_syncs import latest_storage_id, materializations, money, run_job, served, simulator, wait_until
@@ -142,7 +143,10 @@ def test_a_deferred_cycle_is_resumed_by_the_resume_sensor(wb, warehouse_conn, da
     warehouse = Warehouse(database_url=os.environ["OPTIMA_DATABASE_URL"])
     # WB's 20 s become 2 s here: longer than storing an answer takes, so the next request must wait.
     with WbApi(warehouse=warehouse, time_scale=10).client("c2", max_wait_seconds=0) as client:
-        first = ads.sync_ads(warehouse.connect, client, "c2", run_id=None, trigger="scheduled")
+        inp = SyncInput(
+            connect=warehouse.connect, client=lambda: client, cabinet_id="c2", run_id=None, trigger="scheduled"
+        )
+        first = ads.sync_ads(inp)
     stats_run = first[1]
     assert stats_run.deferred_until is not None and stats_run.requests == 1
     state = get_state(warehouse_conn, "c2", ads.STATE_FEED)

@@ -20,6 +20,7 @@ from optima_pipelines.definitions import RESOURCES, defs
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import ads
+from optima_pipelines.sync.runs import SyncInput
 from tests.sim_fixtures import NOW
 from tests.wb_syncs import TIME_SCALE, half_up, served
 from wb_simulator import CabinetSpec, Simulator
@@ -40,9 +41,10 @@ def sync_ads(sim) -> None:  # type: ignore[no-untyped-def]
     """The 5-minute ads sync, at the simulator's day."""
     warehouse = Warehouse(database_url=os.environ["OPTIMA_DATABASE_URL"])
     with WbApi(warehouse=warehouse).client("c1") as client:
-        ads.sync_ads(
-            warehouse.connect, client, "c1", run_id=None, trigger="scheduled", state_feed=None, today=sim.now().date()
+        inp = SyncInput(
+            connect=warehouse.connect, client=lambda: client, cabinet_id="c1", run_id=None, trigger="scheduled"
         )
+        ads.sync_ads(inp, state_feed=None, today=sim.now().date())
 
 
 def tick(instance):  # type: ignore[no-untyped-def]
