@@ -16,13 +16,16 @@ wait long, and a listing cut short by WB deletes nothing.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import msgspec
+import psycopg
+from psycopg import sql
 
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import CATALOG_SYNC
-from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection
+from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection, sql_file
 from optima_pipelines.wb import Card, Price, WbClient, WbDeferred
 
 QUEUE = CATALOG_SYNC
@@ -43,6 +46,8 @@ CARD_COLUMNS = (
 )
 #: ``prices``: one row per priced product (``price_row``).
 PRICE_COLUMNS = ("cabinet_id", "nm_id", "vendor_code", "price", "discount", "club_discount", "currency", "sizes")
+
+T = TypeVar("T")
 
 
 def card_row(cabinet_id: str, c: Card) -> tuple[Any, ...]:
@@ -79,33 +84,57 @@ def price_row(cabinet_id: str, p: Price) -> tuple[Any, ...]:
     return (cabinet_id, p.nm_id, p.vendor_code, p.price, p.discount, p.club_discount, p.currency, sizes.decode())
 
 
-def sync_cards(connect: Connect, client: WbClient, cabinet_id: str, *, run_id: str | None, trigger: str) -> SyncRun:
-    run = SyncRun(QUEUE, "products", cabinet_id, run_id, trigger)
+def _load_listing(
+    connect: Connect,
+    runs: list[SyncRun],
+    pages: Iterable[Sequence[T]],
+    to_rows: Callable[[Sequence[T]], list[tuple[Any, ...]]],
+    columns: Sequence[str],
+    state_feed: str,
+    after_page: Callable[[psycopg.Connection, list[tuple[Any, ...]]], None] | None = None,
+) -> None:
+    """A cabinet's listing into the table of ``runs[0]`` (keyed by cabinet and nm_id): each page's
+    rows (``to_rows``, the nm_id second) merged in a transaction of its own, ``after_page`` in the
+    same one; once the listing is complete, the products WB no longer lists are removed. A WB pause
+    ends the load where it is (nothing removed); ``finish`` marks ``state_feed`` for all ``runs``."""
+    run = runs[0]
+    cabinet_id = run.cabinet_id
     seen: list[int] = []
     with page_connection(connect) as conn:
         try:
-            for page in client.iter_cards():
+            for page in pages:
                 run.requests += 1
                 run.fetched([None] * len(page))
-                seen.extend(c.nm_id for c in page)
+                rows = to_rows(page)
+                seen.extend(r[1] for r in rows)
                 with conn.transaction():
-                    run.merge += merge_rows(
-                        conn,
-                        "products",
-                        CARD_COLUMNS,
-                        ("cabinet_id", "nm_id"),
-                        [card_row(cabinet_id, c) for c in page],
-                        day_column=None,
-                    )
+                    run.merge += merge_rows(conn, run.feed, columns, ("cabinet_id", "nm_id"), rows, day_column=None)
+                    if after_page is not None:
+                        after_page(conn, rows)
         except WbDeferred as deferred:
-            finish(conn, [run], state_feed=CARDS_STATE_FEED, deferred=deferred)
-            return run
+            finish(conn, runs, state_feed=state_feed, deferred=deferred)
+            return
         with conn.transaction():
             gone = conn.execute(
-                "DELETE FROM products WHERE cabinet_id = %s AND nm_id <> ALL(%s) RETURNING nm_id", (cabinet_id, seen)
+                sql.SQL("DELETE FROM {} WHERE cabinet_id = %s AND nm_id <> ALL(%s) RETURNING nm_id").format(
+                    sql.Identifier(run.feed)
+                ),
+                (cabinet_id, seen),
             ).fetchall()
             run.deleted([None] * len(gone))
-        finish(conn, [run], state_feed=CARDS_STATE_FEED)
+        finish(conn, runs, state_feed=state_feed)
+
+
+def sync_cards(connect: Connect, client: WbClient, cabinet_id: str, *, run_id: str | None, trigger: str) -> SyncRun:
+    run = SyncRun(QUEUE, "products", cabinet_id, run_id, trigger)
+    _load_listing(
+        connect,
+        [run],
+        client.iter_cards(),
+        lambda page: [card_row(cabinet_id, c) for c in page],
+        CARD_COLUMNS,
+        CARDS_STATE_FEED,
+    )
     return run
 
 
@@ -115,52 +144,24 @@ def sync_prices(
     """Prices and the history rows they add; returns (prices, price_history) runs."""
     prices = SyncRun(QUEUE, "prices", cabinet_id, run_id, trigger)
     history = SyncRun(QUEUE, "price_history", cabinet_id, run_id, trigger)
-    seen: list[int] = []
-    with page_connection(connect) as conn:
-        try:
-            for listed in client.iter_prices():
-                prices.requests += 1
-                prices.fetched([None] * len(listed))
-                # A product without sizes has no price: no row, as if WB did not list it (see Price).
-                page = [p for p in listed if p.priced]
-                nm_ids = [p.nm_id for p in page]
-                seen.extend(nm_ids)
-                with conn.transaction():
-                    prices.merge += merge_rows(
-                        conn,
-                        "prices",
-                        PRICE_COLUMNS,
-                        ("cabinet_id", "nm_id"),
-                        [price_row(cabinet_id, p) for p in page],
-                        day_column=None,
-                    )
-                    added = conn.execute(
-                        """INSERT INTO price_history (cabinet_id, nm_id, valid_from, price, discount, club_discount)
-                           SELECT p.cabinet_id, p.nm_id, now(), p.price, p.discount, p.club_discount
-                           FROM prices p
-                           LEFT JOIN LATERAL (
-                               SELECT h.price, h.discount, h.club_discount FROM price_history h
-                               WHERE h.cabinet_id = p.cabinet_id AND h.nm_id = p.nm_id
-                               ORDER BY h.valid_from DESC LIMIT 1
-                           ) last ON true
-                           WHERE p.cabinet_id = %s AND p.nm_id = ANY(%s)
-                             AND (last.price, last.discount, last.club_discount)
-                                 IS DISTINCT FROM (p.price, p.discount, p.club_discount)
-                           ON CONFLICT DO NOTHING
-                           RETURNING nm_id""",
-                        (cabinet_id, nm_ids),
-                    ).fetchall()
-                    history.fetched([None] * len(page))
-                    history.merge.inserted += len(added)
-        except WbDeferred as deferred:
-            finish(conn, [prices, history], state_feed=PRICES_STATE_FEED, deferred=deferred)
-            return prices, history
-        with conn.transaction():
-            gone = conn.execute(
-                "DELETE FROM prices WHERE cabinet_id = %s AND nm_id <> ALL(%s) RETURNING nm_id", (cabinet_id, seen)
-            ).fetchall()
-            prices.deleted([None] * len(gone))
-        finish(conn, [prices, history], state_feed=PRICES_STATE_FEED)
+
+    def add_history(conn: psycopg.Connection, rows: list[tuple[Any, ...]]) -> None:
+        added = conn.execute(
+            sql_file("catalog_price_history"), {"cabinet_id": cabinet_id, "nm_ids": [r[1] for r in rows]}
+        ).fetchall()
+        history.fetched([None] * len(rows))
+        history.merge.inserted += len(added)
+
+    # A product without sizes has no price: no row, as if WB did not list it (see Price).
+    _load_listing(
+        connect,
+        [prices, history],
+        client.iter_prices(),
+        lambda page: [price_row(cabinet_id, p) for p in page if p.priced],
+        PRICE_COLUMNS,
+        PRICES_STATE_FEED,
+        add_history,
+    )
     return prices, history
 
 
