@@ -116,6 +116,13 @@ def load_report(
     return run
 
 
+def _with_api_counts(name: str) -> sql.Composed:
+    """The statement ``sync/sql/<name>.sql`` with its CTE ``{api}``: how many API lines have each
+    fingerprint (``finance_api_line_counts.sql``, the one rule that tells an uploaded line the API
+    delivered too)."""
+    return sql.SQL(sql_file(name)).format(api=sql.SQL(sql_file("finance_api_line_counts")))
+
+
 def _store_api_page(conn: psycopg.Connection, run: SyncRun, page: list[ReportLine]) -> None:
     """Merge one page of API lines; drop the uploaded twins they replace; note the affected days."""
     rows = [(run.cabinet_id, *line.copy_row()) for line in page]
@@ -128,7 +135,7 @@ def _store_api_page(conn: psycopg.Connection, run: SyncRun, page: list[ReportLin
         ).fetchone()
         if uploads and uploads[0]:
             dropped = conn.execute(
-                sql_file("finance_drop_uploaded_twins"), {"cabinet_id": run.cabinet_id, "rrd_ids": rrd_ids}
+                _with_api_counts("finance_drop_uploaded_twins"), {"cabinet_id": run.cabinet_id, "rrd_ids": rrd_ids}
             ).fetchall()
             run.deleted(line_day for line_day, _ in dropped)
             _note_affected(run, dropped)
@@ -201,7 +208,7 @@ def import_report(
                 copy.write_row((cabinet_id, *row[1:], number))
         conn.execute("ANALYZE _report_upload")  # a fresh temp table has no statistics to plan with
         conn.execute(sql_file("finance_upload_number"))
-        known = len(conn.execute(sql_file("finance_upload_known"), {"cabinet_id": cabinet_id}).fetchall())
+        known = len(conn.execute(_with_api_counts("finance_upload_known"), {"cabinet_id": cabinet_id}).fetchall())
         statement = sql.SQL(sql_file("finance_upload_write")).format(
             columns=sql.SQL(", ").join(map(ident, IMPORT_COLUMNS)),
             set_clause=sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(ident(c)) for c in data_columns),

@@ -1,17 +1,11 @@
 -- The API's lines %(rrd_ids)s replace their uploaded twins: for each fingerprint among them
--- (report_line_key, migration 0007), the uploaded lines numbered up to the count of API lines
--- with that fingerprint are deleted. Returns (line day, source-order day) of each deleted line.
+-- (report_line_key, migration 0007) that uploaded lines have, the uploaded lines numbered up to the
+-- count of API lines with that fingerprint (the CTE `api`, from finance_api_line_counts.sql) are
+-- deleted. Returns (line day, source-order day) of each deleted line.
 -- Run only for cabinets with uploaded lines. Every step is materialized once: the tables were
 -- just written, their statistics are stale, and a re-planned nested loop would redo the work
 -- per row.
-WITH page AS MATERIALIZED (
-    SELECT DISTINCT report_line_key(srid, seller_oper_name, doc_type_name, nm_id, sale_dt, quantity,
-                                    delivery_amount, return_amount, retail_amount, for_pay, delivery_service,
-                                    penalty, paid_storage, paid_acceptance, deduction) AS line_key
-    FROM wb_report_lines
-    WHERE cabinet_id = %(cabinet_id)s AND rrd_id = ANY(%(rrd_ids)s)
-),
-uploaded AS MATERIALIZED (
+WITH uploaded AS MATERIALIZED (
     SELECT rrd_id, line_seq,
            report_line_key(srid, seller_oper_name, doc_type_name, nm_id, sale_dt, quantity, delivery_amount,
                            return_amount, retail_amount, for_pay, delivery_service, penalty, paid_storage,
@@ -19,18 +13,16 @@ uploaded AS MATERIALIZED (
     FROM wb_report_lines
     WHERE cabinet_id = %(cabinet_id)s AND source = 'user_report'
 ),
-api AS MATERIALIZED (
-    SELECT p.line_key, count(*) AS n
-    FROM page p
-    JOIN wb_report_lines l
-      ON l.cabinet_id = %(cabinet_id)s
-     AND l.source = 'api'
-     AND report_line_key(l.srid, l.seller_oper_name, l.doc_type_name, l.nm_id, l.sale_dt, l.quantity,
-                         l.delivery_amount, l.return_amount, l.retail_amount, l.for_pay, l.delivery_service,
-                         l.penalty, l.paid_storage, l.paid_acceptance, l.deduction) = p.line_key
-    WHERE p.line_key IN (SELECT line_key FROM uploaded)
-    GROUP BY p.line_key
+keys AS MATERIALIZED (
+    SELECT report_line_key(srid, seller_oper_name, doc_type_name, nm_id, sale_dt, quantity, delivery_amount,
+                           return_amount, retail_amount, for_pay, delivery_service, penalty, paid_storage,
+                           paid_acceptance, deduction) AS line_key
+    FROM wb_report_lines
+    WHERE cabinet_id = %(cabinet_id)s AND rrd_id = ANY(%(rrd_ids)s)
+    INTERSECT
+    SELECT line_key FROM uploaded
 ),
+{api},
 doomed AS MATERIALIZED (
     SELECT u.rrd_id FROM uploaded u JOIN api a USING (line_key) WHERE u.line_seq <= a.n
 ),
