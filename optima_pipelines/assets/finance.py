@@ -8,13 +8,8 @@ carries ``affected_days``: the Moscow days of the changed lines' source orders (
 
 # No "from __future__ import annotations": Dagster reads op config and resource types from live annotations.
 
-from dagster import OpExecutionContext, job, op
-
 from optima_pipelines.assets.wb_sync import sync_partition_asset
-from optima_pipelines.jobs.wb_sync import CabinetSyncConfig, SyncJobSpec, cabinet_sync_job, run_cabinet_sync, sweep_job
-from optima_pipelines.orchestration.runconfig import op_name
-from optima_pipelines.resources.warehouse import Warehouse
-from optima_pipelines.resources.wb import WbApi
+from optima_pipelines.jobs.wb_sync import CabinetSyncConfig, SyncJobSpec, cabinet_sync_job, sweep_job
 from optima_pipelines.sync import finance as fin
 from optima_pipelines.sync.runs import rows_in_day
 
@@ -68,13 +63,4 @@ IMPORT_SPEC = SyncJobSpec(
 )
 
 
-@op(name=op_name(IMPORT_SPEC.name), retry_policy=IMPORT_SPEC.retry, description=IMPORT_SPEC.description)
-def finance_report_import_op(
-    context: OpExecutionContext, config: ReportImportConfig, warehouse: Warehouse, wb: WbApi
-) -> None:
-    run_cabinet_sync(IMPORT_SPEC, context, config, warehouse, wb)
-
-
-@job(name=IMPORT_SPEC.name, tags=IMPORT_SPEC.tags, description=IMPORT_SPEC.description)
-def finance_report_import_job() -> None:
-    finance_report_import_op()
+finance_report_import_job = cabinet_sync_job(IMPORT_SPEC, ReportImportConfig)

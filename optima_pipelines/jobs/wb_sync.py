@@ -276,12 +276,15 @@ def locked_client(
         yield client
 
 
-def cabinet_sync_job(spec: SyncJobSpec) -> JobDefinition:
-    """The one-op job of ``spec``, configured by ``CabinetSyncConfig``."""
+def cabinet_sync_job(spec: SyncJobSpec, config_type: type[CabinetSyncConfig] = CabinetSyncConfig) -> JobDefinition:
+    """The one-op job of ``spec``, configured by ``config_type``: ``CabinetSyncConfig``, or a subclass
+    whose own fields (the report import's file) reach the sync as ``SyncInput.options``."""
 
-    @op(name=op_name(spec.name), retry_policy=spec.retry, description=spec.description)
-    def _op(context: OpExecutionContext, config: CabinetSyncConfig, warehouse: Warehouse, wb: WbApi) -> None:
+    def body(context: OpExecutionContext, config: CabinetSyncConfig, warehouse: Warehouse, wb: WbApi) -> None:
         run_cabinet_sync(spec, context, config, warehouse, wb)
+
+    body.__annotations__["config"] = config_type  # Dagster reads the op's config schema from it
+    _op = op(name=op_name(spec.name), retry_policy=spec.retry, description=spec.description)(body)
 
     @job(name=spec.name, tags=spec.tags, description=spec.description)
     def _job() -> None:
