@@ -29,7 +29,6 @@ Methods (every iterator yields one list per WB page; lists are complete or an ex
   ``set_bids(bids: Sequence[BidUpdate]) -> list[BidUpdate]``,
   ``min_bids(advert_id, nm_ids, *, payment_type="cpm", placement_types=(...)) -> dict[int, list[MinBid]]``
 - analytics: ``funnel_products(begin, end, *, nm_ids=None, past=None) -> list[FunnelProduct]``,
-  ``funnel_history(nm_ids, begin, end, *, aggregation="day") -> list[FunnelDay]``,
   ``iter_stocks(nm_ids=None, chrt_ids=None) -> Iterator[list[Stock]]``
 - content: ``iter_cards(*, cursor=None, limit=100) -> Iterator[CardsPage]`` (``page.cursor`` resumes)
 - prices: ``iter_prices() -> Iterator[list[Price]]``, ``upload_prices(items: Sequence[PriceUpdate]) -> int``

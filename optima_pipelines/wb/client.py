@@ -40,13 +40,10 @@ from optima_pipelines.wb.models.advertising import (
     ad_stats_from,
 )
 from optima_pipelines.wb.models.analytics import (
-    FunnelDay,
     FunnelProduct,
     Stock,
-    _FunnelHistoryItem,
     _FunnelProductsResponse,
     _StocksResponse,
-    funnel_days_from,
 )
 from optima_pipelines.wb.models.common import AcceptanceCoefficient, News, Ping, _NewsResponse
 from optima_pipelines.wb.models.content import CardsCursor, CardsPage, _CardsResponse
@@ -86,7 +83,6 @@ FULLSTATS = Endpoint("GET", "advert", "/adv/v3/fullstats", "advert.fullstats")
 BIDS = Endpoint("PATCH", "advert", "/api/advert/v1/bids", "advert.bids", write=True)
 MIN_BIDS = Endpoint("POST", "advert", "/api/advert/v1/bids/min", "advert.bids_min")
 FUNNEL_PRODUCTS = Endpoint("POST", "analytics", "/api/analytics/v3/sales-funnel/products", "analytics.funnel")
-FUNNEL_HISTORY = Endpoint("POST", "analytics", "/api/analytics/v3/sales-funnel/products/history", "analytics.funnel")
 STOCKS = Endpoint("POST", "analytics", "/api/analytics/v1/stocks-report/wb-warehouses", "analytics.stocks")
 CARDS = Endpoint("POST", "content", "/content/v2/get/cards/list", "content")
 PRICES = Endpoint("GET", "prices", "/api/v2/list/goods/filter", "prices")
@@ -110,7 +106,6 @@ BIDS_MAX_ADVERTS = 50
 BIDS_MAX_NMS = 50
 MIN_BIDS_MAX_NMS = 100
 FUNNEL_MAX_NMS = 1000
-FUNNEL_HISTORY_MAX_NMS = 20
 STOCKS_MAX_NMS = 1000
 PRICE_TASK_MAX_ITEMS = 1000
 FEEDBACKS_MAX_SKIP = 199_990
@@ -461,23 +456,6 @@ class WbClient:
                     break
                 offset += limit
         return products
-
-    def funnel_history(
-        self, nm_ids: Sequence[int], begin: date, end: date, *, aggregation: str = "day"
-    ) -> list[FunnelDay]:
-        """Daily (or weekly) funnel per product; WB serves only the last week. ≤ 20 products a
-        request, split here."""
-        if aggregation not in ("day", "week"):
-            raise self._refuse(FUNNEL_HISTORY, f"aggregation must be day or week, got {aggregation!r}")
-        rows: list[FunnelDay] = []
-        for chunk in _chunks(list(dict.fromkeys(nm_ids)), FUNNEL_HISTORY_MAX_NMS):
-            body = {
-                "selectedPeriod": {"start": begin.isoformat(), "end": end.isoformat()},
-                "nmIds": list(chunk),
-                "aggregationLevel": aggregation,
-            }
-            rows.extend(funnel_days_from(self._post(FUNNEL_HISTORY, list[_FunnelHistoryItem], body, empty=[])))
-        return rows
 
     def iter_stocks(
         self, nm_ids: Sequence[int] | None = None, chrt_ids: Sequence[int] | None = None, *, limit: int = 250_000

@@ -582,14 +582,12 @@ def test_every_method_speaks_wbs_contract(sim: Simulator, make_client, contract:
     assert _all(client.iter_sales(TODAY - timedelta(days=2)))
     assert _all(client.iter_report_lines(*week))
     refs = client.campaign_refs()
-    campaigns = client.list_campaigns([r.advert_id for r in refs], statuses=[4, 7, 9, 11])
+    assert client.list_campaigns([r.advert_id for r in refs], statuses=[4, 7, 9, 11])
     assert client.fullstats([r.advert_id for r in refs], *week)
     bid = _a_bid(client)
     assert client.set_bids([bid]) == [bid]
     assert client.min_bids(bid.advert_id, [bid.nm_id])
     assert client.funnel_products(*week, past=(week[0] - timedelta(days=7), week[1] - timedelta(days=7)))
-    nm_ids = [p.nm_id for c in campaigns for p in c.products][:5]
-    assert client.funnel_history(nm_ids, *week)
     assert _all(client.iter_stocks())
     assert _all(client.iter_cards(limit=100))
     prices = _all(client.iter_prices())

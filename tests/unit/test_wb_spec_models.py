@@ -55,7 +55,6 @@ ANSWERS: list[tuple[Endpoint, Any]] = [
     (c.BIDS, advertising._BidsResponse),
     (c.MIN_BIDS, advertising._MinBidsResponse),
     (c.FUNNEL_PRODUCTS, analytics._FunnelProductsResponse),
-    (c.FUNNEL_HISTORY, list[analytics._FunnelHistoryItem]),
     (c.STOCKS, analytics._StocksResponse),
     (c.CARDS, content._CardsResponse),
     (c.PRICES, prices._GoodsResponse),

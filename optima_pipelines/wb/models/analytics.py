@@ -1,5 +1,5 @@
 """WB's seller analytics API (seller-analytics-api): the sales funnel and stocks (``WbClient.funnel_products``,
-``funnel_history``, ``iter_stocks``).
+``iter_stocks``).
 
 The conventions of every model are in ``optima_pipelines.wb.models``."""
 
@@ -78,33 +78,10 @@ class _FunnelProductsResponse(msgspec.Struct, gc=False):
     data: _FunnelProductsData
 
 
-class _FunnelHistoryDay(msgspec.Struct, rename="camel", kw_only=True, gc=False):
-    date: date
-    open_count: int
-    cart_count: int
-    order_count: int
-    order_sum: Decimal
-    buyout_count: int
-    buyout_sum: Decimal
-    buyout_percent: Decimal
-    add_to_cart_conversion: Decimal
-    cart_to_order_conversion: Decimal
-    add_to_wishlist_count: int
-
-
-class _FunnelHistoryProduct(msgspec.Struct, rename="camel", gc=False):
-    nm_id: int
-
-
-class _FunnelHistoryItem(msgspec.Struct, gc=False):
-    product: _FunnelHistoryProduct
-    history: list[_FunnelHistoryDay]
-
-
 @table
 class FunnelDay(Row, kw_only=True):
-    """A product's funnel for one day (``POST .../sales-funnel/products/history``); table
-    ``rnp_funnel_stats``."""
+    """A product's funnel for one day, from a one-day period report (``sync.funnel.funnel_day``);
+    table ``rnp_funnel_stats``."""
 
     day: date
     nm_id: int
@@ -118,27 +95,6 @@ class FunnelDay(Row, kw_only=True):
     add_to_cart_conversion: Decimal
     cart_to_order_conversion: Decimal
     add_to_wishlist_count: int
-
-
-def funnel_days_from(items: list[_FunnelHistoryItem]) -> list[FunnelDay]:
-    return [
-        FunnelDay(
-            day=h.date,
-            nm_id=item.product.nm_id,
-            open_count=h.open_count,
-            cart_count=h.cart_count,
-            order_count=h.order_count,
-            order_sum=h.order_sum,
-            buyout_count=h.buyout_count,
-            buyout_sum=h.buyout_sum,
-            buyout_percent=h.buyout_percent,
-            add_to_cart_conversion=h.add_to_cart_conversion,
-            cart_to_order_conversion=h.cart_to_order_conversion,
-            add_to_wishlist_count=h.add_to_wishlist_count,
-        )
-        for item in items
-        for h in item.history
-    ]
 
 
 @table
