@@ -45,11 +45,11 @@ __all__ = [
     "RunLauncher",
     "SerializableErrorInfo",
     "WorkerStatus",
-    "coordinator_instance",
     "execute_run_in_this_process",
     "fork_run_workers_from_preloaded_server",
     "interrupt_this_process",
     "interrupts_captured",
+    "registered_instance",
     "replace_run_queue_config",
     "run_dagster_cli",
     "run_dagster_daemon",
@@ -82,9 +82,10 @@ def replace_run_queue_config(config: RunQueueConfig, **changes: Any) -> RunQueue
     return config._replace(**changes)
 
 
-def coordinator_instance(coordinator: QueuedRunCoordinator) -> DagsterInstance:
-    """The instance a run coordinator was registered with (Dagster keeps it as a private weak reference)."""
-    return coordinator._instance
+def registered_instance(component: QueuedRunCoordinator | RunLauncher) -> DagsterInstance:
+    """The instance a run coordinator or run launcher was registered with (Dagster keeps it as a
+    private weak reference, ``MayHaveInstanceWeakref._instance``)."""
+    return component._instance
 
 
 def serve_with_wrapped_app(wrap: Callable[[Any], Any], serve: Callable[[], None]) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from dagster import DagsterRun, QueuedRunCoordinator, SubmitRunContext
 
-from optima_pipelines.orchestration.dagster_internals import coordinator_instance, replace_run_queue_config
+from optima_pipelines.orchestration.dagster_internals import registered_instance, replace_run_queue_config
 from optima_pipelines.orchestration.queues import (
     QUEUES,
     TAG_CABINET,
@@ -76,7 +76,7 @@ class OptimaRunCoordinator(QueuedRunCoordinator):
         asset_keys = [k.to_user_string() for k in (run.asset_selection or [])]
         extra = derive_gate_tags(run.tags, asset_keys, run.run_config)
         if extra:
-            instance = coordinator_instance(self)
+            instance = registered_instance(self)
             instance.add_run_tags(run.run_id, extra)
             refreshed = instance.get_run_by_id(run.run_id)
             if refreshed is not None:

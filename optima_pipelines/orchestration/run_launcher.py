@@ -48,6 +48,7 @@ from optima_pipelines.orchestration.dagster_internals import (
     ResumeRunContext,
     RunLauncher,
     WorkerStatus,
+    registered_instance,
 )
 from optima_pipelines.settings import run_launcher_choice
 
@@ -216,7 +217,7 @@ class WarmRunLauncher(RunLauncher):
 
     @property
     def instance(self) -> DagsterInstance:
-        return self._instance  # type: ignore[attr-defined]
+        return registered_instance(self)
 
     def launch_run(self, context: LaunchRunContext) -> None:
         from dagster_celery.tags import DAGSTER_CELERY_TASK_ID_TAG

@@ -42,13 +42,13 @@ def test_the_run_queue_settings_can_be_replaced() -> None:
     assert config.max_concurrent_runs == 6, "the coordinator's own settings must not change in place"
 
 
-def test_a_coordinator_gives_back_the_instance_it_was_registered_with() -> None:
-    from dagster import DagsterInstance, QueuedRunCoordinator
+def test_a_coordinator_and_a_launcher_give_back_the_instance_they_were_registered_with() -> None:
+    from dagster import DagsterInstance, DefaultRunLauncher, QueuedRunCoordinator
 
     with DagsterInstance.ephemeral() as instance:
-        coordinator = QueuedRunCoordinator()
-        coordinator.register_instance(instance)
-        assert internals.coordinator_instance(coordinator) is instance
+        for component in (QueuedRunCoordinator(), DefaultRunLauncher()):
+            component.register_instance(instance)
+            assert internals.registered_instance(component) is instance, type(component).__name__
 
 
 def test_the_run_storage_columns_metrics_read_exist_and_are_all_declared() -> None:
