@@ -44,13 +44,14 @@ from optima_pipelines.db.statements import update_where
 from optima_pipelines.engines.audit import begin_action, finish_action, record_action
 from optima_pipelines.orchestration.queues import AUTOREPLY_ANSWER_SEND, AUTOREPLY_SYNC
 from optima_pipelines.sync.runs import SyncInput, SyncRun
+from optima_pipelines.warehouse.requests import AUTOREPLY_ANSWER_SEND_KIND
 from optima_pipelines.wb import Feedback, Question, WbClient, WbError
 
 ENGINE = "autoreply"
 SYNC_QUEUE = AUTOREPLY_SYNC
 SEND_QUEUE = AUTOREPLY_ANSWER_SEND
-SEND_KIND = "autoreply-answer-send"  # the request kind (requests.KINDS), named like its queue
-KINDS = ("feedback", "question")
+SEND_KIND = AUTOREPLY_ANSWER_SEND_KIND  # the request kind an answer to retry becomes
+ITEM_KINDS = ("feedback", "question")  # what an answer goes to
 #: Answers one sync sends itself (two WB requests each, within WB's 3 a second): ~2 minutes.
 MAX_SENDS_PER_SYNC = 200
 #: Items that are still ours to answer (the sync reconciles them against WB's unanswered list).
@@ -360,7 +361,7 @@ def check_send_payload(payload: Any) -> SendTarget:
     item_id, kind, text = payload.get("item_id"), payload.get("kind", "feedback"), payload.get("text")
     if not isinstance(item_id, str) or not item_id.strip():
         raise InvalidInput("the payload names no item_id")
-    if kind not in KINDS:
+    if kind not in ITEM_KINDS:
         raise InvalidInput(f"kind must be feedback or question, got {kind!r}")
     if text is not None and not isinstance(text, str):
         raise InvalidInput("text must be a string")

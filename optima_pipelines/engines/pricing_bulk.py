@@ -25,12 +25,13 @@ import psycopg
 from optima_pipelines.engines.price_upload import send_chunk
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.orchestration.queues import PRICING_BULK
+from optima_pipelines.warehouse.requests import PRICING_BULK_KIND
 from optima_pipelines.wb import PriceUpdate, WbClient
 from optima_pipelines.wb.client import PRICE_TASK_MAX_ITEMS
 
 ENGINE = "pricing-bulk"
 QUEUE = PRICING_BULK
-KIND = "pricing-bulk"
+KIND = PRICING_BULK_KIND
 MAX_ITEMS = 100_000
 #: Bounds of nm ids (bigint) and prices (integer): larger ones are refused as typos.
 MAX_NM = 2**53

@@ -101,22 +101,22 @@ QUEUES: dict[str, Queue] = {
 #: Which queue an asset's materialization belongs to, for runs launched without queue tags
 #: (the UI's Materialize button, `dagster asset materialize`, backfills).
 ASSET_QUEUES: dict[str, str] = {
-    "cabinet_status_summary": "example-jobs",
-    "wb_orders": "digitization-sync",
-    "wb_sales": "digitization-sync",
+    "cabinet_status_summary": EXAMPLE_JOBS,
+    "wb_orders": DIGITIZATION_SYNC,
+    "wb_sales": DIGITIZATION_SYNC,
     "rnp_sales": RE_AGGREGATE,
     "rnp_ads": RE_AGGREGATE,
     "rnp_finance": RE_AGGREGATE,
     "rnp_daily": RE_AGGREGATE,
-    "wb_report_lines": "rnp-finance-sync",
-    "ad_campaigns": "rnp-ads-sync",
-    "ad_campaign_stats": "rnp-ads-sync",
-    "rnp_funnel_stats": "rnp-sections-sync",
-    "products": "catalog-sync",
-    "prices": "catalog-sync",
-    "price_history": "catalog-sync",
-    "stocks": "inventory-sync",
-    "kb_articles": "kb-wb-news-sync",
+    "wb_report_lines": RNP_FINANCE_SYNC,
+    "ad_campaigns": RNP_ADS_SYNC,
+    "ad_campaign_stats": RNP_ADS_SYNC,
+    "rnp_funnel_stats": RNP_SECTIONS_SYNC,
+    "products": CATALOG_SYNC,
+    "prices": CATALOG_SYNC,
+    "price_history": CATALOG_SYNC,
+    "stocks": INVENTORY_SYNC,
+    "kb_articles": KB_WB_NEWS_SYNC,
 }
 
 

@@ -32,10 +32,11 @@ from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.sensors.catalog import validate_cabinet_request
 from optima_pipelines.sensors.handlers import RequestHandler
 from optima_pipelines.sensors.wb_sync import Sweep, sweep_busy, sweep_requests
+from optima_pipelines.warehouse.requests import AUTOBIDDER_SYNC_KIND
 
 REQUEST_HANDLERS = [
     RequestHandler(
-        "autobidder-sync",
+        AUTOBIDDER_SYNC_KIND,
         autobidder_sync_job,
         QUEUE,
         lambda conn, request: validate_cabinet_request(conn, request, autobidder_sync_job.name),

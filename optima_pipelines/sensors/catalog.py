@@ -20,7 +20,7 @@ from optima_pipelines.sensors.handlers import RequestHandler
 from optima_pipelines.sensors.wb_sync import Sweep, cron_fanout_schedule, interval_fanout_sensor
 from optima_pipelines.sync import catalog
 from optima_pipelines.warehouse.cabinets import get_cabinet
-from optima_pipelines.warehouse.requests import Request
+from optima_pipelines.warehouse.requests import CATALOG_SYNC_KIND, Request
 
 catalog_cards_schedule = cron_fanout_schedule(
     "catalog_cards_schedule",
@@ -48,7 +48,7 @@ def validate_cabinet_request(conn: psycopg.Connection, request: Request, job_nam
 
 REQUEST_HANDLERS = [
     RequestHandler(
-        "catalog-sync",
+        CATALOG_SYNC_KIND,
         catalog_full_job,
         catalog.QUEUE,
         lambda conn, request: validate_cabinet_request(conn, request, catalog_full_job.name),

@@ -26,9 +26,26 @@ from optima_pipelines.errors import InvalidInput
 STATUSES = ("pending", "running", "succeeded", "failed")
 OPEN_STATUSES = ("pending", "running")
 MAX_ERROR_LENGTH = 4000
+# The request kinds (``requests.kind``): the backend's API strings, one constant each, imported by
+# the sensors that serve them and the engines that write them. Some read like a queue's name
+# (orchestration/queues.py) but are the backend's word, not the queue's: a run's tags take the queue.
 #: The user imports: while one of a cabinet is live, scheduled syncs of the cabinet skip it.
 IMPORT_FEEDS = "import-user-feeds"
 IMPORT_REPORT = "import-user-report"
+CATALOG_SYNC_KIND = "catalog-sync"  # a cabinet's cards and prices now
+AUTOBIDDER_SYNC_KIND = "autobidder-sync"  # a cabinet's campaigns, bids and ad statistics now
+PRICING_BULK_KIND = "pricing-bulk"  # up to 100,000 price changes
+AUTOREPLY_ANSWER_SEND_KIND = "autoreply-answer-send"  # one answer to a feedback or question
+#: Every kind: the requests sensor serves exactly these (sensors/requests.py: HANDLERS); a row of
+#: any other kind is failed as unknown.
+KINDS = (
+    IMPORT_FEEDS,
+    IMPORT_REPORT,
+    CATALOG_SYNC_KIND,
+    AUTOBIDDER_SYNC_KIND,
+    PRICING_BULK_KIND,
+    AUTOREPLY_ANSWER_SEND_KIND,
+)
 USER_IMPORT_KINDS = (IMPORT_FEEDS, IMPORT_REPORT)
 #: A request pending this long is failed; one open this long no longer counts as a live import.
 STALE_AFTER = timedelta(hours=6)

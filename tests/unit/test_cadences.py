@@ -79,6 +79,15 @@ def test_on_demand_work_has_a_request_handler_with_its_job_and_queue():
     assert ON_DEMAND.items() <= {kind: (h.job.name, h.queue) for kind, h in HANDLERS.items()}.items()
 
 
+def test_the_requests_sensor_serves_exactly_the_declared_kinds():
+    """A kind declared in warehouse/requests.py but served by no handler would fail every request of
+    it as unknown; a handler of an undeclared kind is a kind typed somewhere else."""
+    from optima_pipelines.sensors.requests import HANDLERS
+    from optima_pipelines.warehouse.requests import KINDS
+
+    assert sorted(HANDLERS) == sorted(KINDS)
+
+
 def test_the_sync_queues_are_tagged_for_the_concurrency_limit():
     from optima_pipelines.orchestration.queues import QUEUES
 
