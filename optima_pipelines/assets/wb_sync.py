@@ -1,142 +1,35 @@
-"""What the WB sync assets share: the partition asset factory and the materializations.
-
-- ``sync_partition_asset``: the asset(s) of one WB feed; materializing a `cabinet|day` (or cabinet)
-  partition runs the domain's partition entry point (a ``sync.runs.Sync``) under the cabinet lock.
-- ``emit_days`` / ``emit_cabinet``: the materializations every sync run records (these assets, the
-  jobs of jobs/wb_sync.py), with the metadata other domains read (docs/ARCHITECTURE.md):
-  rows_fetched / rows_inserted / rows_updated, trigger, request_id, and for the finance report
-  affected_days.
+"""The partition asset factory of the WB syncs (``sync_partition_asset``): the asset(s) of one WB
+feed; materializing a `cabinet|day` (or cabinet) partition runs the domain's partition entry point (a
+``sync.runs.Sync``) under the cabinet lock and records what it changed as every sync run does
+(orchestration/materializations.py).
 """
 
 # No "from __future__ import annotations": Dagster reads op config and resource types from live annotations.
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from datetime import date
 from typing import Any
 
-from dagster import (
-    AssetExecutionContext,
-    AssetMaterialization,
-    AssetsDefinition,
-    AssetSpec,
-    Failure,
-    MaterializeResult,
-    MetadataValue,
-    OpExecutionContext,
-    multi_asset,
-)
+from dagster import AssetExecutionContext, AssetsDefinition, AssetSpec, Failure, MaterializeResult, multi_asset
 
-from optima_pipelines.logs import get_logger
+from optima_pipelines.orchestration.materializations import dagster_metadata, emit_cabinet, emit_days
 from optima_pipelines.orchestration.retries import DEFAULT_RETRY, INTERACTIVE_MAX_WAIT_SECONDS, fail_on_permanent
-from optima_pipelines.partitions import (
-    BACKFILL_TAG,
-    CABINET_DAY,
-    CABINET_DIM,
-    CABINETS,
-    CABINETS_NAME,
-    DATE_DIM,
-    cabinet_day_key,
-)
+from optima_pipelines.partitions import BACKFILL_TAG, CABINET_DAY, CABINET_DIM, CABINETS, DATE_DIM
 from optima_pipelines.resources.warehouse import Warehouse
-from optima_pipelines.resources.wb import WbApi
+from optima_pipelines.resources.wb import WbApi, lazy_client
 from optima_pipelines.settings import load_settings
-from optima_pipelines.sync.runs import Sync, SyncInput, SyncRun, stored_runs
-from optima_pipelines.timeutil import today_moscow
+from optima_pipelines.sync.runs import Sync, SyncInput, stored_runs
 from optima_pipelines.warehouse.cabinet_lock import held
 from optima_pipelines.warehouse.cabinets import get_cabinet
-from optima_pipelines.wb import WbClient
-
-log = get_logger(__name__)
 
 
 def partition_trigger(context: AssetExecutionContext) -> str:
     return "backfill" if BACKFILL_TAG in context.run.tags else "manual"
 
 
-def partition_range(day: date) -> bool:
-    """Whether the Moscow day is one of the cabinet × day partitions."""
-    return date.fromisoformat(load_settings().partitions_start) <= day <= today_moscow()
-
-
 def cabinet_and_day(context: AssetExecutionContext) -> tuple[str, date]:
     keys = context.partition_key.keys_by_dimension  # type: ignore[attr-defined]
     return keys[CABINET_DIM], date.fromisoformat(keys[DATE_DIM])
-
-
-def dagster_metadata(values: dict[str, Any]) -> dict[str, Any]:
-    """Plain JSON metadata (``DayChange.to_metadata()`` and run figures) as Dagster records it."""
-    return {k: (MetadataValue.json(v) if isinstance(v, list) else v) for k, v in values.items()}
-
-
-def emit_days(
-    context: OpExecutionContext | AssetExecutionContext,
-    runs: Iterable[SyncRun],
-    *,
-    trigger: str,
-    request_id: int | None = None,
-    skip: tuple[str, date] | None = None,
-) -> list[str]:
-    """One materialization per (feed, changed day) of a cabinet × day feed; returns the partition keys.
-
-    Days outside the partitions (before OPTIMA_PARTITIONS_START) are logged, not materialized."""
-    keys = []
-    for run in runs:
-        for day in sorted(run.changed_days | run.report_days):
-            if skip == (run.feed, day):
-                continue
-            if not partition_range(day):
-                log.info(
-                    "%s of %s changed on %s, outside the partitions: no materialization", run.feed, run.cabinet_id, day
-                )
-                continue
-            key = cabinet_day_key(run.cabinet_id, day)
-            context.log_event(
-                AssetMaterialization(
-                    asset_key=run.feed,
-                    partition=key,
-                    metadata=dagster_metadata(run.change(day, trigger, request_id).to_metadata()),
-                )
-            )
-            keys.append(str(key))
-    return keys
-
-
-def emit_cabinet(
-    context: OpExecutionContext | AssetExecutionContext,
-    run: SyncRun,
-    *,
-    trigger: str,
-    request_id: int | None = None,
-) -> None:
-    """A cabinet-partitioned snapshot (cards, prices, campaigns) changed: one materialization."""
-    if not run.changed:
-        return
-    context.log_event(
-        AssetMaterialization(
-            asset_key=run.feed, partition=run.cabinet_id, metadata=run.total(trigger, request_id).to_metadata()
-        )
-    )
-
-
-def ensure_cabinet_partitions(context: OpExecutionContext | AssetExecutionContext, cabinet_ids: list[str]) -> None:
-    """The cabinets may be newer than the partitions sensor's last tick: their partitions must exist
-    before materializations of them are recorded."""
-    known = set(context.instance.get_dynamic_partitions(CABINETS_NAME))
-    missing = [c for c in dict.fromkeys(cabinet_ids) if c not in known]
-    if missing:
-        context.instance.add_dynamic_partitions(CABINETS_NAME, missing)
-
-
-def lazy_client(wb: WbApi, cabinet_id: str, max_wait: float | None, stack: ExitStack) -> Callable[[], WbClient]:
-    """The cabinet's WB client, opened on first use and closed with ``stack``."""
-    opened: list[WbClient] = []
-
-    def client() -> WbClient:
-        if not opened:
-            opened.append(stack.enter_context(wb.client(cabinet_id, max_wait)))
-        return opened[0]
-
-    return client
 
 
 # -- Partition assets -------------------------------------------------------------------------

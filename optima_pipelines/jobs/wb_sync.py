@@ -57,8 +57,8 @@ from dagster import (
 from pydantic import Field
 
 from optima_pipelines import logs
-from optima_pipelines.assets.wb_sync import emit_cabinet, emit_days, ensure_cabinet_partitions, lazy_client
 from optima_pipelines.errors import InvalidInput, OptimaError, UnknownCabinet
+from optima_pipelines.orchestration.materializations import emit_cabinet, emit_days, ensure_cabinet_partitions
 from optima_pipelines.orchestration.queues import (
     PRIORITY_SCHEDULED,
     PRIORITY_USER,
@@ -79,7 +79,7 @@ from optima_pipelines.orchestration.retries import (
 )
 from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
-from optima_pipelines.resources.wb import WbApi
+from optima_pipelines.resources.wb import WbApi, lazy_client
 from optima_pipelines.settings import load_settings
 from optima_pipelines.sync.runs import Sync, SyncInput, SyncRun, record_failure, stored_runs
 from optima_pipelines.sync.state import mark_deferred

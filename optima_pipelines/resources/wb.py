@@ -1,6 +1,8 @@
 """The WB API resource: a ``WbClient`` per cabinet, its token read from the warehouse at run time."""
 
 # No "from __future__ import annotations" here: Dagster reads ResourceDependency from live annotations.
+from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 import psycopg
@@ -97,3 +99,16 @@ class WbApi(ConfigurableResource):
                 f"cabinet {exc.cabinet_id} is now token_invalid and no longer scheduled: {exc}. "
                 f"Give it a new token: optima-pipelines cabinets set-token {exc.cabinet_id} --token-file FILE"
             )
+
+
+def lazy_client(wb: WbApi, cabinet_id: str, max_wait: float | None, stack: ExitStack) -> Callable[[], WbClient]:
+    """The cabinet's WB client, opened on first use and closed with ``stack`` (a sync's
+    ``SyncInput.client``: a run that finds nothing to do never opens one)."""
+    opened: list[WbClient] = []
+
+    def client() -> WbClient:
+        if not opened:
+            opened.append(stack.enter_context(wb.client(cabinet_id, max_wait)))
+        return opened[0]
+
+    return client

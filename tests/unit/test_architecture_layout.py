@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -52,3 +53,51 @@ def test_every_module_and_folder_of_the_package_is_in_the_layout() -> None:
         and f"{PACKAGE}/{p.name}".removesuffix("/") not in named
     ]
     assert not unnamed, f"docs/ARCHITECTURE.md's layout leaves these out: {unnamed}"
+
+
+def layers() -> list[str]:
+    """The layering rule as docs/ARCHITECTURE.md states it: `Layers: definitions → sensors → ...`."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    rule = re.search(r"^Layers: `([^`]+)`", text, re.M)
+    assert rule, "docs/ARCHITECTURE.md states no `Layers: ...` rule"
+    return [name.strip() for name in rule.group(1).split("→")]
+
+
+def upward_imports(package: Path, order: list[str]) -> list[str]:
+    """`<module>:<line> imports <module>` for every import (at any depth of the module) of a layer
+    above the importer's."""
+    rank = {name: n for n, name in enumerate(order)}
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        module = path.relative_to(package).as_posix()
+        own = rank.get(module.split("/")[0].removesuffix(".py"))
+        if own is None:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                layer = rank.get(parts[1]) if parts[0] == package.name and len(parts) > 1 else None
+                if layer is not None and layer < own:
+                    found.append(f"{module}:{node.lineno} imports {name}")
+                    break
+    return found
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    upward = upward_imports(ROOT / PACKAGE, layers())
+    assert not upward, f"imports against docs/ARCHITECTURE.md's Layers rule: {upward}"
+
+
+def test_the_layer_check_names_an_upward_import(tmp_path: Path) -> None:
+    package = tmp_path / PACKAGE
+    (package / "jobs").mkdir(parents=True)
+    (package / "jobs" / "x.py").write_text(
+        f"from {PACKAGE}.sync import runs\n\n\ndef f():\n    from {PACKAGE}.assets.y import z\n"
+    )
+    assert upward_imports(package, ["assets", "jobs", "sync"]) == [f"jobs/x.py:5 imports {PACKAGE}.assets.y"]
