@@ -22,11 +22,11 @@ ads AS (
            rnp_sum(views) AS ad_views,
            rnp_sum(clicks) AS ad_clicks,
            rnp_sum(spend_k) AS ad_spend_k,
-           sum(spend) FILTER (WHERE spend_k IS NULL) AS ad_spend_rest,
+           rnp_numsum(spend) FILTER (WHERE spend_k IS NULL) AS ad_spend_rest,
            rnp_sum(atbs) AS ad_carts,
            rnp_sum(orders) AS ad_orders,
            rnp_sum(orders_sum_k) AS ad_orders_sum_k,
-           sum(orders_sum) FILTER (WHERE orders_sum_k IS NULL) AS ad_orders_sum_rest
+           rnp_numsum(orders_sum) FILTER (WHERE orders_sum_k IS NULL) AS ad_orders_sum_rest
     FROM (
         SELECT a.cabinet_id, a.day, a.nm_id, a.views, a.clicks, a.atbs, a.orders,
                a.sum AS spend, rnp_kopecks(a.sum) AS spend_k, a.sum_price AS orders_sum, rnp_kopecks(a.sum_price) AS orders_sum_k

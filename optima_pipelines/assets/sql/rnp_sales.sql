@@ -26,18 +26,18 @@
 --
 -- Money is summed as integer kopecks (rnp_sum of rnp_kopecks(x), migration 0014) and turned into
 -- numeric once per row (rnp_money); an amount with more than two decimals is summed as numeric
--- apart (the `_rest` sums, FILTER ... IS NULL) and added, so every sum is exact. Each feed row's
+-- apart (the `_rest` sums: rnp_numsum ... FILTER ... IS NULL) and added, so every sum is exact. Each feed row's
 -- kopecks are computed once, in a subquery the planner keeps (OFFSET 0).
 orders AS (
     SELECT cabinet_id, day, nm_id,
            count(*) AS orders_count,
            rnp_sum(price_k) AS orders_k,
-           sum(price) FILTER (WHERE price_k IS NULL) AS orders_rest,
+           rnp_numsum(price) FILTER (WHERE price_k IS NULL) AS orders_rest,
            count(*) FILTER (WHERE is_cancel) AS cancellations_count,
            rnp_sum(price_k) FILTER (WHERE is_cancel) AS cancellations_k,
-           sum(price) FILTER (WHERE is_cancel AND price_k IS NULL) AS cancellations_rest,
+           rnp_numsum(price) FILTER (WHERE is_cancel AND price_k IS NULL) AS cancellations_rest,
            rnp_sum(spp_k) AS spp_k,
-           sum(spp) FILTER (WHERE spp_k IS NULL) AS spp_rest,
+           rnp_numsum(spp) FILTER (WHERE spp_k IS NULL) AS spp_rest,
            count(spp) AS spp_count
     FROM (
         SELECT o.cabinet_id, o.day, o.nm_id, o.is_cancel, o.price_with_disc AS price,
@@ -52,10 +52,10 @@ sales AS (
     SELECT cabinet_id, day, nm_id,
            count(*) FILTER (WHERE NOT is_return) AS buyouts_count,
            rnp_sum(price_k) FILTER (WHERE NOT is_return) AS buyouts_k,
-           sum(price) FILTER (WHERE NOT is_return AND price_k IS NULL) AS buyouts_rest,
+           rnp_numsum(price) FILTER (WHERE NOT is_return AND price_k IS NULL) AS buyouts_rest,
            count(*) FILTER (WHERE is_return) AS returns_count,
            rnp_sum(abs(price_k)) FILTER (WHERE is_return) AS returns_k,
-           sum(abs(price)) FILTER (WHERE is_return AND price_k IS NULL) AS returns_rest
+           rnp_numsum(abs(price)) FILTER (WHERE is_return AND price_k IS NULL) AS returns_rest
     FROM (
         SELECT s.cabinet_id, s.day, s.nm_id, s.is_return, s.price_with_disc AS price,
                rnp_kopecks(s.price_with_disc) AS price_k

@@ -17,6 +17,10 @@ stays exact whatever WB sends:
   (``scale(x) <= 2``), else NULL (NULL, NaN, or more decimals: the numeric part takes it);
 - ``rnp_sum(bigint)``: ``sum`` with a bigint result and a by-value state (``int8pl``: an overflow
   past ±9.2·10^18 kopecks is an error, never a wrong sum);
+- ``rnp_numsum(numeric)``: ``sum`` over the rare amounts ``rnp_kopecks`` refuses (used with a
+  FILTER): its state is a plain numeric, created on the first row that passes the filter. With
+  ``sum(numeric)`` instead, the hash aggregate of 815k report lines used 545 MB instead of 143 MB
+  (and spilled to disk) although no row passed the filters;
 - ``rnp_money(kopecks, rest)``: ``kopecks / 100 + rest`` as numeric, NULLs as 0.
 
 The functions are SQL, immutable and not strict, so that the planner inlines them into the
@@ -39,6 +43,9 @@ def upgrade() -> None:
         CREATE AGGREGATE rnp_sum(bigint) (
             SFUNC = int8pl, STYPE = bigint, COMBINEFUNC = int8pl, PARALLEL = SAFE
         );
+        CREATE AGGREGATE rnp_numsum(numeric) (
+            SFUNC = numeric_add, STYPE = numeric, COMBINEFUNC = numeric_add, PARALLEL = SAFE
+        );
         CREATE FUNCTION rnp_kopecks(numeric) RETURNS bigint
         LANGUAGE sql IMMUTABLE PARALLEL SAFE
         AS $$ SELECT CASE WHEN scale($1) <= 2 THEN ($1 * 100)::bigint END $$;
@@ -51,4 +58,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute("DROP FUNCTION IF EXISTS rnp_money(bigint, numeric), rnp_kopecks(numeric)")
-    op.execute("DROP AGGREGATE IF EXISTS rnp_sum(bigint)")
+    op.execute("DROP AGGREGATE IF EXISTS rnp_sum(bigint), rnp_numsum(numeric)")
