@@ -1,6 +1,6 @@
 """Freshness: a user feed import request → its days recomputed in ``rnp_daily``, end to end.
 
-    python bench/freshness.py [--quick] [--requests 6] [--days 14] [--background 1000]
+    python bench/freshness.py [--quick] [--requests 6] [--days 14] [--background 1000] [--launcher celery]
 
 The real deployment (`optima-pipelines dev`: daemon, code server, webserver) on a scratch database
 and the WB simulator on localhost, with one simulated cabinet per request. Once every cabinet's
@@ -9,8 +9,10 @@ made one at a time, as the backend makes them (a row in ``requests``), each for 
 the last ``--days`` days; each is timed from the row's insertion until ``rnp_daily`` has a new
 materialization of every day of [dateFrom, today] for that cabinet.
 
-Baseline, same run: the work itself, i.e. the execution time of the import run plus that of the
-re-aggregation run(s) that recomputed those days, each from its start in its worker to its end.
+Baseline, same run: the work itself, i.e. the execution time of the import run (which recomputes
+its own days' РНП) plus that of any re-aggregation run that wrote one of those days, each from its
+start in its worker to its end. ``--launcher`` picks the run launcher (OPTIMA_RUN_LAUNCHER:
+``default``, a new process per run, or ``celery``, warm run workers).
 The difference is what the orchestration adds: sensor intervals, the queue, the run workers'
 start-up. ``--background N`` adds N cabinets the deployment syncs on its own cadences (sweeps)
 all along, to time the requests under that load.
@@ -37,6 +39,7 @@ OPTIONS = [
     Option("requests", 6, 2, "import requests (one cabinet each, made one at a time)"),
     Option("days", 14, 3, "days each import covers (dateFrom = today - days + 1)"),
     Option("background", 0, 0, "more cabinets the deployment syncs on its own cadences while the requests are timed"),
+    Option("launcher", "default", "default", "OPTIMA_RUN_LAUNCHER of the deployment: default or celery", kind="str"),
 ]
 
 
@@ -86,10 +89,17 @@ def last_storage_id(stack: harness.Stack) -> int:
     return records[0].storage_id if records else 0
 
 
-#: Where a request's time goes, in the order it passes: the two sensors' ticks, each run's wait in
-#: the queue plus its worker's start (a new process importing Dagster and our definitions), and the
-#: runs' own work.
-STAGES = (
+#: Where a request's time goes, in the order it passes: the requests sensor's tick, the import
+#: run's wait in the queue plus its worker's start, the import itself, and the РНП of its days,
+#: recomputed in the import's own run (or, when a re-aggregation run wrote the last day: the
+#: re-aggregation sensor's tick, that run's queue and start, and its work).
+IN_RUN = (
+    "request → import run created (requests sensor tick)",
+    "import run queued and started",
+    "import run: the import, to its first РНП materialization",
+    "import run: its days' РНП recomputed, to the last rnp_daily day",
+)
+BY_SENSOR = (
     "request → import run created (requests sensor tick)",
     "import run queued and started",
     "import run's work",
@@ -99,8 +109,22 @@ STAGES = (
 )
 
 
-def breakdown(stack: harness.Stack, started: float, import_run: str, records: list[Any]) -> list[float]:
-    """Seconds spent in each of STAGES (the re-aggregation: the run that wrote the last day)."""
+def first_rnp_event(stack: harness.Stack, run_id: str) -> float | None:
+    """When the run recorded its first materialization of a РНП asset (epoch seconds)."""
+    from dagster import DagsterEventType
+
+    times = [
+        e.timestamp
+        for e in stack.instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+        if e.dagster_event is not None
+        and e.dagster_event.asset_key is not None
+        and e.dagster_event.asset_key.to_user_string().startswith("rnp_")
+    ]
+    return min(times) if times else None
+
+
+def breakdown(stack: harness.Stack, started: float, import_run: str, records: list[Any]) -> dict[str, float]:
+    """Seconds spent in each stage (IN_RUN or BY_SENSOR: the run that wrote the last day decides)."""
     from dagster import RunsFilter
 
     last = max(records, key=lambda r: r.timestamp)
@@ -108,16 +132,14 @@ def breakdown(stack: harness.Stack, started: float, import_run: str, records: li
         r.dagster_run.run_id: r for r in stack.instance.get_run_records(RunsFilter(run_ids=[import_run, last.run_id]))
     }
     imp, rnp = runs[import_run], runs[last.run_id]
-    points = [
-        started,
-        imp.create_timestamp.timestamp(),
-        imp.start_time or 0.0,
-        imp.end_time or 0.0,
-        rnp.create_timestamp.timestamp(),
-        rnp.start_time or 0.0,
-        last.timestamp,
-    ]
-    return [b - a for a, b in pairwise(points)]
+    points = [started, imp.create_timestamp.timestamp(), imp.start_time or 0.0]
+    if last.run_id == import_run:
+        stages = IN_RUN
+        points += [first_rnp_event(stack, import_run) or last.timestamp, last.timestamp]
+    else:
+        stages = BY_SENSOR
+        points += [imp.end_time or 0.0, rnp.create_timestamp.timestamp(), rnp.start_time or 0.0, last.timestamp]
+    return {stage: b - a for stage, (a, b) in zip(stages, pairwise(points), strict=True)}
 
 
 def run_seconds(stack: harness.Stack, run_ids: set[str]) -> float:
@@ -128,8 +150,6 @@ def run_seconds(stack: harness.Stack, run_ids: set[str]) -> float:
 
 
 def run(bench: Bench, opts: Any) -> None:
-    from optima_pipelines.timeutil import today_moscow
-    from optima_pipelines.warehouse import requests as outbox
     from wb_simulator import CabinetSpec
 
     cabinets = [f"fresh{i}" for i in range(1, opts.requests + 1)]
@@ -138,58 +158,86 @@ def run(bench: Bench, opts: Any) -> None:
     specs += [
         CabinetSpec(id=f"bg{i:04d}", products=10, orders_per_day=40, history_days=20) for i in range(opts.background)
     ]
-    with bench.environment("fresh") as env, harness.deployment(env, cabinets=specs) as stack:
-        harness.say(
-            f"  waiting for the first increment of {len(cabinets)} cabinets and its re-aggregation"
-            f" ({opts.background} more cabinets in the background)..."
-        )
-        harness.wait_for(
-            lambda: settled(stack, cabinets, quiet=not opts.background), "the deployment to settle", 1800, poll=5
-        )
-        ends, works, stages = [], [], []
-        for cabinet in cabinets:
-            today = today_moscow()
-            first = today - timedelta(days=opts.days - 1)
-            days = {(first + timedelta(n)).isoformat() for n in range(opts.days)}
-            after = last_storage_id(stack)
-            started = time.time()
-            with env.connect() as conn:
-                request_id = outbox.create_request(conn, "import-user-feeds", cabinet, {"dateFrom": first.isoformat()})
-            records = harness.wait_for(
-                lambda cabinet=cabinet, days=days, after=after: recomputed(stack, cabinet, days, after),
-                f"rnp_daily of {cabinet} after request {request_id}",
-                600,
-            )
-            latency = max(r.timestamp for r in records) - started
-            with env.connect() as conn:
-                request = outbox.get_request(conn, request_id)
-            if request.status != "succeeded" or request.run_id is None:
-                raise RuntimeError(f"request {request_id} ended {request.status}: {request.error}")
-            work = run_seconds(stack, {request.run_id} | {r.run_id for r in records})
-            parts = breakdown(stack, started, request.run_id, records)
-            harness.say(
-                f"  {cabinet}: request → rnp_daily {latency:.1f} s (runs' own time {work:.1f} s): "
-                + ", ".join(f"{p:.1f}" for p in parts)
-                + f" s (load average {harness.load_average()})"
-            )
-            ends.append(latency)
-            works.append(work)
-            stages.append(parts)
+    ends: list[float] = []
+    works: list[float] = []
+    stages: list[dict[str, float]] = []
+    with bench.environment("fresh") as env:
+        env.variables["OPTIMA_RUN_LAUNCHER"] = opts.launcher
+        with harness.deployment(env, cabinets=specs) as stack:
+            measure(stack, env, cabinets, opts, ends, works, stages)
 
-    harness.say("  where the time goes, p50 over the requests:")
-    for i, stage in enumerate(STAGES):
-        harness.say(f"    {harness.quantile([s[i] for s in stages], 0.5):6.1f} s  {stage}")
+    harness.say(f"  where the time goes, p50 over the requests (run launcher {opts.launcher}):")
+    for stage in dict.fromkeys([*IN_RUN, *BY_SENSOR]):
+        seen = [parts[stage] for parts in stages if stage in parts]
+        if seen:
+            harness.say(f"    {harness.quantile(seen, 0.5):6.1f} s  {stage} ({len(seen)} of {len(stages)} requests)")
 
     for q, label in ((0.5, "p50"), (0.95, "p95")):
         bench.figure(
             f"import request ({opts.days} days) → rnp_daily recomputed, {label} (n={len(ends)}, "
-            f"{opts.background} cabinets in the background)",
+            f"{opts.background} cabinets in the background, run launcher {opts.launcher})",
             harness.quantile(ends, q),
             "s",
             baseline_name=f"the runs' own execution time, {label}",
             baseline=harness.quantile(works, q),
             higher_is_better=False,
         )
+
+
+def measure(
+    stack: harness.Stack,
+    env: Any,
+    cabinets: list[str],
+    opts: Any,
+    ends: list[float],
+    works: list[float],
+    stages: list[dict[str, float]],
+) -> None:
+    """The requests, one at a time, on the running deployment: their latency, work and stages."""
+    from optima_pipelines.timeutil import today_moscow
+    from optima_pipelines.warehouse import requests as outbox
+
+    harness.say(
+        f"  waiting for the first increment of {len(cabinets)} cabinets and its re-aggregation"
+        f" ({opts.background} more cabinets in the background)..."
+    )
+    harness.wait_for(
+        lambda: settled(stack, cabinets, quiet=not opts.background), "the deployment to settle", 1800, poll=5
+    )
+    for cabinet in cabinets:
+        today = today_moscow()
+        first = today - timedelta(days=opts.days - 1)
+        days = {(first + timedelta(n)).isoformat() for n in range(opts.days)}
+        after = last_storage_id(stack)
+        started = time.time()
+        with env.connect() as conn:
+            request_id = outbox.create_request(conn, "import-user-feeds", cabinet, {"dateFrom": first.isoformat()})
+        records = harness.wait_for(
+            lambda cabinet=cabinet, days=days, after=after: recomputed(stack, cabinet, days, after),
+            f"rnp_daily of {cabinet} after request {request_id}",
+            600,
+        )
+        latency = max(r.timestamp for r in records) - started
+
+        def final(request_id: int = request_id) -> outbox.Request | None:
+            # The import run writes its days' РНП before it ends (and marks its request).
+            with env.connect() as conn:
+                request = outbox.get_request(conn, request_id)
+            return request if request.status not in ("pending", "running") else None
+
+        request = harness.wait_for(final, f"request {request_id} to end", 600)
+        if request.status != "succeeded" or request.run_id is None:
+            raise RuntimeError(f"request {request_id} ended {request.status}: {request.error}")
+        work = run_seconds(stack, {request.run_id} | {r.run_id for r in records})
+        parts = breakdown(stack, started, request.run_id, records)
+        harness.say(
+            f"  {cabinet}: request → rnp_daily {latency:.1f} s (runs' own time {work:.1f} s): "
+            + ", ".join(f"{stage.split(' (')[0]} {took:.1f} s" for stage, took in parts.items())
+            + f" (load average {harness.load_average()})"
+        )
+        ends.append(latency)
+        works.append(work)
+        stages.append(parts)
 
 
 if __name__ == "__main__":

@@ -113,7 +113,7 @@ def read_frame(conn: psycopg.Connection, query: str, params: dict) -> pd.DataFra
         for chunk in copy:
             buffer.write(chunk)
     buffer.seek(0)
-    return pd.read_csv(buffer, true_values=["t"], false_values=["f"])
+    return pd.read_csv(buffer, true_values=["t"], false_values=["f"], low_memory=False)
 
 
 def recompute_all(
@@ -137,8 +137,12 @@ def recompute_all(
     return total, written
 
 
-def pandas_rollup(conn: psycopg.Connection, first: date, last: date) -> tuple[pd.DataFrame, dict[str, float]]:
-    """The same rollups and merge as assets/sql/rnp_*.sql, in pandas. Money in integer kopecks."""
+def pandas_rollup(
+    conn: psycopg.Connection, first: date, last: date
+) -> tuple[pd.DataFrame, dict[str, float], dict[str, pd.DataFrame]]:
+    """The same rollups and merge as assets/sql/rnp_*.sql, in pandas: the mart, the time each step
+    took, and the three rollups (computed on the way, for the cell-by-cell check). Money in integer
+    kopecks."""
     timings: dict[str, float] = {}
     t = time.perf_counter()
     p = {"c": CABINET, "f": first, "l": last}
@@ -220,6 +224,7 @@ def pandas_rollup(conn: psycopg.Connection, first: date, last: date) -> tuple[pd
         attributed[column] = attributed[column] * sign
     attributed["nm_id"] = attributed["nm_id"].fillna(0).astype("int64")
     f = attributed.groupby(key).agg(
+        finance_lines=("retail", "size"),
         realization=("retail", "sum"),
         payout=("for_pay", "sum"),
         commission=("vw", "sum"),
@@ -235,8 +240,8 @@ def pandas_rollup(conn: psycopg.Connection, first: date, last: date) -> tuple[pd
         stock_in_way_to_client=("in_way_to_client", "sum"),
         stock_in_way_from_client=("in_way_from_client", "sum"),
     )
-    mart = o.join([s, a, f, funnel.set_index(key), st], how="outer")
-    additive = [*o.columns.drop("avg_spp_percent"), *s.columns, *a.columns, *f.columns]
+    mart = o.join([s, a, f.drop(columns="finance_lines"), funnel.set_index(key), st], how="outer")
+    additive = [*o.columns.drop("avg_spp_percent"), *s.columns, *a.columns, *f.columns.drop("finance_lines")]
     mart[additive] = mart[additive].fillna(0).astype("int64")
     snapshots = ["open_count", "cart_count", *st.columns]  # unknown stays unknown (NULL)
     mart[snapshots] = mart[snapshots].astype("Int64")
@@ -250,7 +255,10 @@ def pandas_rollup(conn: psycopg.Connection, first: date, last: date) -> tuple[pd
     mart["drr_of_ad_orders_sum_percent"] = (drr / mart["ad_orders_sum"].replace(0, np.nan)).round(2)
     mart = mart.reset_index()
     timings["compute"] = time.perf_counter() - t
-    return mart, timings
+    by_key = mart.set_index(key)
+    sales = by_key.loc[o.join(s, how="outer").index, SALES_COLUMNS].reset_index()
+    ads_rows = a.join(by_key[ADS_COLUMNS[6:]]).reset_index()
+    return mart, timings, {"rnp_sales": sales, "rnp_ads": ads_rows, "rnp_finance": f.reset_index()}
 
 
 def write_frame(conn: psycopg.Connection, mart: pd.DataFrame, first: date, last: date) -> float:
@@ -259,12 +267,7 @@ def write_frame(conn: psycopg.Connection, mart: pd.DataFrame, first: date, last:
     t = time.perf_counter()
     with conn.transaction():
         conn.execute("DELETE FROM rnp_daily WHERE cabinet_id = %s AND day BETWEEN %s AND %s", (CABINET, first, last))
-        money = [
-            "orders_sum", "cancellations_sum", "buyouts_sum", "returns_sum", "ad_spend", "ad_orders_sum",
-            "realization", "payout", "commission", "acquiring", "logistics", "storage", "acceptance", "penalties",
-            "other_deductions",
-        ]  # fmt: skip
-        out = mart.assign(cabinet_id=CABINET, **{m: mart[m] / 100 for m in money})
+        out = mart.assign(cabinet_id=CABINET, **{m: mart[m] / 100 for m in MONEY})
         out = out.rename(
             columns={
                 "open_count": "card_opens",
@@ -283,6 +286,42 @@ def write_frame(conn: psycopg.Connection, mart: pd.DataFrame, first: date, last:
             with cur.copy(statement) as copy:
                 copy.write(buffer)
     return time.perf_counter() - t
+
+
+#: The rollups' columns, as the pandas mart has them (rnp_sales, rnp_ads; rnp_finance is its own frame).
+SALES_COLUMNS = [
+    "orders_count", "orders_sum", "cancellations_count", "cancellations_sum", "buyouts_count", "buyouts_sum",
+    "returns_count", "returns_sum", "avg_order_price", "avg_spp_percent",
+]  # fmt: skip
+ADS_COLUMNS = [
+    "ad_views", "ad_clicks", "ad_spend", "ad_carts", "ad_orders", "ad_orders_sum", "ad_ctr_percent", "ad_cpc", "ad_cpm",
+]  # fmt: skip
+MONEY = [
+    "orders_sum", "cancellations_sum", "buyouts_sum", "returns_sum", "ad_spend", "ad_orders_sum",
+    "realization", "payout", "commission", "acquiring", "logistics", "storage", "acceptance", "penalties",
+    "other_deductions",
+]  # fmt: skip
+
+
+def write_rollups(conn: psycopg.Connection, rollups: dict[str, pd.DataFrame]) -> None:
+    """The pandas rollups into tables pandas_<table> (columns as the SQL table's), for ``compare``."""
+    with conn.transaction():
+        for table, frame in rollups.items():
+            target = f"pandas_{table}"
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(target)))
+            conn.execute(
+                sql.SQL("CREATE TABLE {} AS SELECT * FROM {} LIMIT 0").format(
+                    sql.Identifier(target), sql.Identifier(table)
+                )
+            )
+            out = frame.assign(cabinet_id=CABINET, **{m: frame[m] / 100 for m in MONEY if m in frame})
+            columns = ["cabinet_id", *frame.columns]
+            with conn.cursor() as cur:
+                statement = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(
+                    sql.Identifier(target), sql.SQL(", ").join(map(sql.Identifier, columns))
+                )
+                with cur.copy(statement) as copy:
+                    copy.write(out[columns].to_csv(index=False, header=False))
 
 
 NAME = "rnp_recompute"
@@ -362,17 +401,21 @@ def run(bench: Bench, opts: Any) -> None:
                 harness.say(
                     "  pandas baseline (COPY out, groupby/merge with money in kopecks, replace rnp_daily's rows by COPY):"
                 )
-                mart, timings = pandas_rollup(conn, first, last)
+                mart, timings, rollups = pandas_rollup(conn, first, last)
                 timings["write"] = write_frame(conn, mart, first, last)
                 fill_pd.append(sum(timings.values()))
                 harness.say("    " + ", ".join(f"{step} {took:.2f} s" for step, took in timings.items())
                             + f", total {fill_pd[-1]:.2f} s")  # fmt: skip
-                compare(conn)
-                day_mart, day_timings = pandas_rollup(conn, changed, changed)
+                compare(conn, "rnp_daily", "rnp_daily", "sql_mart")
+                # The rollups SQL wrote (and the mart read), against pandas' on the way to its mart.
+                write_rollups(conn, rollups)
+                for table in TABLES[:-1]:
+                    compare(conn, table, f"pandas_{table}", table)
+                day_mart, day_timings, _ = pandas_rollup(conn, changed, changed)
                 day_timings["write"] = write_frame(conn, day_mart, changed, changed)
                 one_day_pd.append(sum(day_timings.values()))
                 harness.say(f"    one day {one_day_pd[-1]:.2f} s")
-                compare(conn)
+                compare(conn, "rnp_daily", "rnp_daily", "sql_mart")
             loads.append(harness.load_average())
             harness.say(f"    load average {loads[-1]}")
 
@@ -389,10 +432,10 @@ def run(bench: Bench, opts: Any) -> None:
                  load=load)  # fmt: skip
 
 
-def compare(conn: psycopg.Connection) -> None:
-    """The mart pandas wrote (rnp_daily) must equal the one SQL wrote (sql_mart) cell by cell: the
-    same rows, every count and money column exact, the ratios within 0.01 (see RATIOS)."""
-    columns = value_columns(conn, "rnp_daily")
+def compare(conn: psycopg.Connection, table: str, pandas_table: str, sql_table: str) -> None:
+    """The rows pandas computed (``pandas_table``) must equal the ones SQL wrote (``sql_table``) cell
+    by cell: the same rows, every count and money column exact, the ratios within 0.01 (see RATIOS)."""
+    columns = value_columns(conn, table)
     differs = [
         sql.SQL("(p.{c} IS NULL) <> (s.{c} IS NULL) OR abs(p.{c} - s.{c}) > 0.01").format(c=sql.Identifier(c))
         if c in RATIOS
@@ -400,9 +443,9 @@ def compare(conn: psycopg.Connection) -> None:
         for c in columns
     ]
     joined = sql.SQL(
-        "FROM rnp_daily p FULL JOIN sql_mart s ON (p.cabinet_id, p.day, p.nm_id) = (s.cabinet_id, s.day, s.nm_id)"
-    )
-    missing = sql.SQL("p.orders_count IS NULL OR s.orders_count IS NULL")
+        "FROM {} p FULL JOIN {} s ON (p.cabinet_id, p.day, p.nm_id) = (s.cabinet_id, s.day, s.nm_id)"
+    ).format(sql.Identifier(pandas_table), sql.Identifier(sql_table))
+    missing = sql.SQL("p.nm_id IS NULL OR s.nm_id IS NULL")
     row = conn.execute(
         sql.SQL("SELECT count(*), count(*) FILTER (WHERE {}), {} {}").format(
             missing, sql.SQL(", ").join(sql.SQL("count(*) FILTER (WHERE {})").format(d) for d in differs), joined
@@ -413,23 +456,22 @@ def compare(conn: psycopg.Connection) -> None:
     bad = {c: n for c, n in mismatches.items() if n}
     for c, n in bad.items():
         condition = missing if c.startswith("(") else differs[columns.index(c)]
+        shown = columns[0] if c.startswith("(") else c
         examples = conn.execute(
             sql.SQL("SELECT coalesce(p.day, s.day), coalesce(p.nm_id, s.nm_id), {c}, {d} {j} WHERE {w} LIMIT 3").format(
-                c=sql.SQL("p.orders_count") if c.startswith("(") else sql.Identifier("p", c),
-                d=sql.SQL("s.orders_count") if c.startswith("(") else sql.Identifier("s", c),
-                j=joined,
-                w=condition,
+                c=sql.Identifier("p", shown), d=sql.Identifier("s", shown), j=joined, w=condition
             )
         ).fetchall()
-        harness.say(f"    MISMATCH {c}: {n:,} rows, e.g. (day, nm_id, pandas, SQL) {examples}")
+        harness.say(f"    MISMATCH {table}.{c}: {n:,} rows, e.g. (day, nm_id, pandas, SQL) {examples}")
     if bad:
-        raise SystemExit(f"pandas and SQL disagree in {len(bad)} columns of rnp_daily")
-    totals = conn.execute("SELECT sum(orders_sum), sum(payout), sum(ad_spend) FROM rnp_daily").fetchone()
-    assert totals is not None
-    harness.say(
-        f"    results agree cell by cell: {rows:,} rows × {len(columns)} columns; orders_sum {totals[0]:,.2f}, "
-        f"payout {totals[1]:,.2f}, ad_spend {totals[2]:,.2f}"
-    )
+        raise SystemExit(f"pandas and SQL disagree in {len(bad)} columns of {table}")
+    harness.say(f"    {table}: pandas and SQL agree cell by cell, {rows:,} rows × {len(columns)} columns")
+    if table == "rnp_daily":
+        totals = conn.execute(
+            sql.SQL("SELECT sum(orders_sum), sum(payout), sum(ad_spend) FROM {}").format(sql.Identifier(pandas_table))
+        ).fetchone()
+        assert totals is not None
+        harness.say(f"    totals: orders_sum {totals[0]:,.2f}, payout {totals[1]:,.2f}, ad_spend {totals[2]:,.2f}")
 
 
 if __name__ == "__main__":

@@ -168,6 +168,9 @@ class SyncJobSpec:
     user_trigger: str | None = None
     cabinet_partitioned: tuple[str, ...] = ()
     resume_feed: str | None = None
+    #: Work a single-cabinet run does with what the sync changed before recording its
+    #: materializations (a user's import recomputes its РНП days: assets/digitization.py).
+    after_sync: Callable[[OpExecutionContext, Warehouse, list[SyncRun], str, int | None], None] | None = None
 
     @property
     def user(self) -> bool:
@@ -246,6 +249,8 @@ def run_cabinet_sync(
             record_failure(warehouse.connect, failed, exc)
         fail_on_permanent(exc, f"{spec.name} of cabinet {cabinet_id}")
         raise
+    if spec.after_sync is not None:
+        spec.after_sync(context, warehouse, runs, trigger, config.request_id)
     spec.emit(context, runs, trigger, config.request_id)
     result: dict[str, Any] = {run.feed: run.summary() for run in runs} | notes
     context.log.info(f"{spec.name} of {cabinet_id}: {result}")

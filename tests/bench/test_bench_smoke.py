@@ -56,14 +56,29 @@ def test_rnp_recompute_refuses_figures_when_one_cell_differs_from_pandas(monkeyp
     real = rnp_recompute.pandas_rollup
 
     def one_kopeck_off(conn, first, last):  # type: ignore[no-untyped-def]
-        mart, timings = real(conn, first, last)
+        mart, timings, rollups = real(conn, first, last)
         mart.loc[0, "payout"] += 1  # kopecks
-        return mart, timings
+        return mart, timings, rollups
 
     monkeypatch.setattr(rnp_recompute, "pandas_rollup", one_kopeck_off)
-    with pytest.raises(SystemExit, match="disagree in 1 columns"):
+    with pytest.raises(SystemExit, match="disagree in 1 columns of rnp_daily"):
         run_one(rnp_recompute, days=3, products=20)
-    assert "MISMATCH payout: 1 rows" in capsys.readouterr().err
+    assert "MISMATCH rnp_daily.payout: 1 rows" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("table", "column"), [("rnp_sales", "cancellations_sum"), ("rnp_finance", "acquiring")])
+def test_rnp_recompute_checks_every_rollup_cell_by_cell(monkeypatch, capsys, table, column) -> None:  # type: ignore[no-untyped-def]
+    real = rnp_recompute.pandas_rollup
+
+    def one_rollup_kopeck_off(conn, first, last):  # type: ignore[no-untyped-def]
+        mart, timings, rollups = real(conn, first, last)
+        rollups[table].loc[0, column] += 1  # kopecks; the mart stays right
+        return mart, timings, rollups
+
+    monkeypatch.setattr(rnp_recompute, "pandas_rollup", one_rollup_kopeck_off)
+    with pytest.raises(SystemExit, match=f"disagree in 1 columns of {table}"):
+        run_one(rnp_recompute, days=3, products=20)
+    assert f"MISMATCH {table}.{column}: 1 rows" in capsys.readouterr().err
 
 
 def test_definitions_scale_ticks_every_registered_sensor_and_schedule() -> None:

@@ -266,3 +266,64 @@ def test_a_cancellation_leaves_finance_alone_and_a_re_dated_order_moves_its_line
     assert stats.unchanged == 0
     assert 102 not in rnp_rows(feeds, "rnp_finance", C, PREV)
     assert rnp_rows(feeds, "rnp_finance", C, days_ago(2))[102]["payout"] == Decimal("900.00")
+
+
+def test_amounts_with_more_than_two_decimals_are_summed_exactly(warehouse, warehouse_conn):
+    # Money is summed as integer kopecks; WB documents no precision, so an amount with sub-kopeck
+    # digits must still count exactly (it is summed apart, as numeric), beside kopeck ones.
+    conn = warehouse_conn
+    add_order(conn, C, "k1", D, 201, "100.005", spp="10.125")
+    add_order(conn, C, "k2", D, 201, "0.001", is_cancel=True)
+    add_order(conn, C, "k3", D, 201, "199.99", spp="20")
+    add_sale(conn, C, "S9", "k1", D, 201, "100.005")
+    add_sale(conn, C, "R9", "k3", D, 201, "-10.125")
+    add_report_line(conn, C, 91, D, 201, srid="k1", for_pay="0.333", retail_amount="99.995", vw="1.115",
+                    vw_nds="0.22", acquiring_fee="0.5")  # fmt: skip
+    add_report_line(conn, C, 92, D, 201, srid="k3", for_pay="150.10", delivery_service="0.0001")
+    add_ad_stat(conn, C, 7, D, 201, views=3, clicks=3, spend="0.005", sum_price="10.001")
+    add_ad_stat(conn, C, 7, D, 201, app_type=32, views=1, clicks=0, spend="1.10")
+    recompute_all(warehouse, [(C, D)])
+
+    sales = rnp_rows(conn, "rnp_sales", C, D)[201]
+    assert sales["orders_sum"] == Decimal("299.996")  # 100.005 + 0.001 + 199.99
+    assert sales["cancellations_sum"] == Decimal("0.001")
+    assert (sales["buyouts_sum"], sales["returns_sum"]) == (Decimal("100.005"), Decimal("10.125"))
+    assert sales["avg_order_price"] == Decimal("100.00")  # 299.996 / 3 = 99.998(6)
+    assert sales["avg_spp_percent"] == Decimal("15.06")  # (10.125 + 20) / 2 = 15.0625
+    finance = rnp_rows(conn, "rnp_finance", C, D)[201]
+    assert finance["payout"] == Decimal("150.433")
+    assert finance["realization"] == Decimal("99.995")
+    assert finance["commission"] == Decimal("1.335")
+    assert finance["acquiring"] == Decimal("0.50")
+    assert finance["logistics"] == Decimal("0.0001")
+    ads = rnp_rows(conn, "rnp_ads", C, D)[201]
+    assert (ads["ad_spend"], ads["ad_orders_sum"]) == (Decimal("1.105"), Decimal("10.001"))
+    assert ads["ad_cpc"] == Decimal("0.37")  # 1.105 / 3 = 0.368(3)
+    daily = rnp_rows(conn, "rnp_daily", C, D)[201]
+    assert (daily["orders_sum"], daily["payout"], daily["ad_spend"]) == (
+        Decimal("299.996"),
+        Decimal("150.433"),
+        Decimal("1.105"),
+    )
+
+
+def test_averages_and_ratios_round_half_a_kopeck_away_from_zero(warehouse, warehouse_conn):
+    conn = warehouse_conn
+    add_order(conn, C, "h1", D, 301, "0.01", spp="10.01")
+    add_order(conn, C, "h2", D, 301, "0.02", spp="10.02")
+    add_order(conn, C, "h3", D, 302, "-0.01")
+    add_order(conn, C, "h4", D, 302, "-0.02")
+    add_ad_stat(conn, C, 8, D, 301, views=800, clicks=2, spend="0.05", sum_price="0.06")
+    recompute_all(warehouse, [(C, D)])
+
+    sales = rnp_rows(conn, "rnp_sales", C, D)
+    assert sales[301]["avg_order_price"] == Decimal("0.02")  # 0.015
+    assert sales[302]["avg_order_price"] == Decimal("-0.02")  # -0.015: away from zero
+    assert sales[301]["avg_spp_percent"] == Decimal("10.02")  # 10.015
+    ads = rnp_rows(conn, "rnp_ads", C, D)[301]
+    assert ads["ad_cpc"] == Decimal("0.03")  # 0.05 / 2 = 0.025
+    assert ads["ad_ctr_percent"] == Decimal("0.25")  # 100 * 2 / 800
+    assert ads["ad_cpm"] == Decimal("0.06")  # 1000 * 0.05 / 800 = 0.0625
+    daily = rnp_rows(conn, "rnp_daily", C, D)[301]
+    assert daily["drr_of_orders_sum_percent"] == Decimal("166.67")  # 100 * 0.05 / 0.03 = 166.66(6)
+    assert daily["drr_of_ad_orders_sum_percent"] == Decimal("83.33")  # 100 * 0.05 / 0.06 = 83.33(3)

@@ -15,23 +15,37 @@
 --   ad_cpc          ad_spend / ad_clicks, to the kopeck (NULL without clicks)
 --   ad_cpm          1000 * ad_spend / ad_views, to the kopeck (NULL without views)
 --
--- The form of this file: see rnp_sales.sql.
+-- The form of this file, and money in kopecks: see rnp_sales.sql. The counters are summed with
+-- rnp_sum (a bigint sum: sum(bigint) would keep a numeric state per row of the result).
 ads AS (
-    SELECT a.cabinet_id, a.day, a.nm_id,
-           sum(a.views) AS ad_views,
-           sum(a.clicks) AS ad_clicks,
-           sum(a.sum) AS ad_spend,
-           sum(a.atbs) AS ad_carts,
-           sum(a.orders) AS ad_orders,
-           sum(a.sum_price) AS ad_orders_sum
-    FROM ad_campaign_stats a
-    WHERE a.cabinet_id = ANY(%(cabinet_ids)s) AND a.day BETWEEN %(first)s AND %(last)s
-    GROUP BY a.cabinet_id, a.day, a.nm_id
+    SELECT cabinet_id, day, nm_id,
+           rnp_sum(views) AS ad_views,
+           rnp_sum(clicks) AS ad_clicks,
+           rnp_sum(spend_k) AS ad_spend_k,
+           rnp_numsum(spend) FILTER (WHERE spend_k IS NULL) AS ad_spend_rest,
+           rnp_sum(atbs) AS ad_carts,
+           rnp_sum(orders) AS ad_orders,
+           rnp_sum(orders_sum_k) AS ad_orders_sum_k,
+           rnp_numsum(orders_sum) FILTER (WHERE orders_sum_k IS NULL) AS ad_orders_sum_rest
+    FROM (
+        SELECT a.cabinet_id, a.day, a.nm_id, a.views, a.clicks, a.atbs, a.orders,
+               a.sum AS spend, rnp_kopecks(a.sum) AS spend_k, a.sum_price AS orders_sum, rnp_kopecks(a.sum_price) AS orders_sum_k
+        FROM ad_campaign_stats a
+        WHERE a.cabinet_id = ANY(%(cabinet_ids)s) AND a.day BETWEEN %(first)s AND %(last)s
+        OFFSET 0
+    ) a
+    GROUP BY cabinet_id, day, nm_id
+),
+money AS (
+    SELECT cabinet_id, day, nm_id, ad_views, ad_clicks, rnp_money(ad_spend_k, ad_spend_rest) AS ad_spend, ad_carts,
+           ad_orders, rnp_money(ad_orders_sum_k, ad_orders_sum_rest) AS ad_orders_sum
+    FROM ads
+    OFFSET 0
 ),
 computed AS (
     SELECT cabinet_id, day, nm_id, ad_views, ad_clicks, ad_spend, ad_carts, ad_orders, ad_orders_sum,
            round(100.0 * ad_clicks / nullif(ad_views, 0), 2) AS ad_ctr_percent,
            round(ad_spend / nullif(ad_clicks, 0), 2) AS ad_cpc,
            round(1000 * ad_spend / nullif(ad_views, 0), 2) AS ad_cpm
-    FROM ads
+    FROM money
 )

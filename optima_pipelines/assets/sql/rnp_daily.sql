@@ -18,7 +18,7 @@
 --   stock_in_way_to_client            sum of stocks.in_way_to_client, same snapshot
 --   stock_in_way_from_client          sum of stocks.in_way_from_client, same snapshot
 --
--- The form of this file: see rnp_sales.sql.
+-- The form of this file: see rnp_sales.sql. The stock is summed with rnp_sum (a bigint sum, see rnp_ads.sql).
 sales AS (
     SELECT s.* FROM rnp_sales s WHERE s.cabinet_id = ANY(%(cabinet_ids)s) AND s.day BETWEEN %(first)s AND %(last)s
 ),
@@ -36,9 +36,9 @@ funnel AS (
 ),
 stock AS (
     SELECT st.cabinet_id, st.day, st.nm_id,
-           sum(st.quantity) AS stock_qty,
-           sum(st.in_way_to_client) AS stock_in_way_to_client,
-           sum(st.in_way_from_client) AS stock_in_way_from_client
+           rnp_sum(st.quantity) AS stock_qty,
+           rnp_sum(st.in_way_to_client) AS stock_in_way_to_client,
+           rnp_sum(st.in_way_from_client) AS stock_in_way_from_client
     FROM stocks st
     WHERE st.cabinet_id = ANY(%(cabinet_ids)s) AND st.day BETWEEN %(first)s AND %(last)s
     GROUP BY st.cabinet_id, st.day, st.nm_id

@@ -21,7 +21,7 @@
 --   finance_lines     number of report lines attributed to the row
 -- Missing amounts (NULL) count as 0.
 --
--- The form of this file: see rnp_sales.sql.
+-- The form of this file, and money in kopecks: see rnp_sales.sql.
 lines AS (
     -- Lines whose source order is known: found through the orders of the requested days.
     SELECT o.cabinet_id, o.day, l.nm_id, l.doc_type_name, l.retail_amount, l.for_pay, l.vw, l.vw_nds,
@@ -38,21 +38,55 @@ lines AS (
       AND NOT EXISTS (SELECT 1 FROM wb_orders o WHERE o.cabinet_id = l.cabinet_id AND o.srid = l.srid)
 ),
 signed AS (
-    SELECT *, CASE WHEN doc_type_name = 'Возврат' THEN -1 ELSE 1 END AS sign
-    FROM lines
-),
-computed AS (
     SELECT cabinet_id, day, coalesce(nm_id, 0) AS nm_id,
-           sum(sign * coalesce(retail_amount, 0)) AS realization,
-           sum(sign * coalesce(for_pay, 0)) AS payout,
-           sum(sign * (coalesce(vw, 0) + coalesce(vw_nds, 0))) AS commission,
-           sum(sign * coalesce(acquiring_fee, 0)) AS acquiring,
-           sum(coalesce(delivery_service, 0)) AS logistics,
-           sum(coalesce(paid_storage, 0)) AS storage,
-           sum(coalesce(paid_acceptance, 0)) AS acceptance,
-           sum(coalesce(penalty, 0)) AS penalties,
-           sum(coalesce(deduction, 0)) AS other_deductions,
+           CASE WHEN doc_type_name = 'Возврат' THEN -1 ELSE 1 END AS sign,
+           retail_amount, rnp_kopecks(retail_amount) AS retail_amount_k,
+           for_pay, rnp_kopecks(for_pay) AS for_pay_k,
+           coalesce(vw, 0) + coalesce(vw_nds, 0) AS vw, rnp_kopecks(coalesce(vw, 0) + coalesce(vw_nds, 0)) AS vw_k,
+           acquiring_fee, rnp_kopecks(acquiring_fee) AS acquiring_fee_k,
+           delivery_service, rnp_kopecks(delivery_service) AS delivery_service_k,
+           paid_storage, rnp_kopecks(paid_storage) AS paid_storage_k,
+           paid_acceptance, rnp_kopecks(paid_acceptance) AS paid_acceptance_k,
+           penalty, rnp_kopecks(penalty) AS penalty_k,
+           deduction, rnp_kopecks(deduction) AS deduction_k
+    FROM lines
+    OFFSET 0
+),
+sums AS (
+    SELECT cabinet_id, day, nm_id,
+           rnp_sum(sign * retail_amount_k) AS realization_k,
+           rnp_numsum(sign * retail_amount) FILTER (WHERE retail_amount_k IS NULL) AS realization_rest,
+           rnp_sum(sign * for_pay_k) AS payout_k,
+           rnp_numsum(sign * for_pay) FILTER (WHERE for_pay_k IS NULL) AS payout_rest,
+           rnp_sum(sign * vw_k) AS commission_k,
+           rnp_numsum(sign * vw) FILTER (WHERE vw_k IS NULL) AS commission_rest,
+           rnp_sum(sign * acquiring_fee_k) AS acquiring_k,
+           rnp_numsum(sign * acquiring_fee) FILTER (WHERE acquiring_fee_k IS NULL) AS acquiring_rest,
+           rnp_sum(delivery_service_k) AS logistics_k,
+           rnp_numsum(delivery_service) FILTER (WHERE delivery_service_k IS NULL) AS logistics_rest,
+           rnp_sum(paid_storage_k) AS storage_k,
+           rnp_numsum(paid_storage) FILTER (WHERE paid_storage_k IS NULL) AS storage_rest,
+           rnp_sum(paid_acceptance_k) AS acceptance_k,
+           rnp_numsum(paid_acceptance) FILTER (WHERE paid_acceptance_k IS NULL) AS acceptance_rest,
+           rnp_sum(penalty_k) AS penalties_k,
+           rnp_numsum(penalty) FILTER (WHERE penalty_k IS NULL) AS penalties_rest,
+           rnp_sum(deduction_k) AS other_deductions_k,
+           rnp_numsum(deduction) FILTER (WHERE deduction_k IS NULL) AS other_deductions_rest,
            count(*) AS finance_lines
     FROM signed
-    GROUP BY cabinet_id, day, coalesce(nm_id, 0)
+    GROUP BY cabinet_id, day, nm_id
+),
+computed AS (
+    SELECT cabinet_id, day, nm_id,
+           rnp_money(realization_k, realization_rest) AS realization,
+           rnp_money(payout_k, payout_rest) AS payout,
+           rnp_money(commission_k, commission_rest) AS commission,
+           rnp_money(acquiring_k, acquiring_rest) AS acquiring,
+           rnp_money(logistics_k, logistics_rest) AS logistics,
+           rnp_money(storage_k, storage_rest) AS storage,
+           rnp_money(acceptance_k, acceptance_rest) AS acceptance,
+           rnp_money(penalties_k, penalties_rest) AS penalties,
+           rnp_money(other_deductions_k, other_deductions_rest) AS other_deductions,
+           finance_lines
+    FROM sums
 )

@@ -23,38 +23,59 @@
 -- other three tables, which keeps the rows of the run's (cabinet, day) pairs and makes the table's
 -- rows equal to them, touching only rows that change. Feeds are read by cabinet and day range, not
 -- joined pair by pair, so that the planner's row estimates (and its choice of joins) are right.
+--
+-- Money is summed as integer kopecks (rnp_sum of rnp_kopecks(x), migration 0014) and turned into
+-- numeric once per row (rnp_money); an amount with more than two decimals is summed as numeric
+-- apart (the `_rest` sums: rnp_numsum ... FILTER ... IS NULL) and added, so every sum is exact. Each feed row's
+-- kopecks are computed once, in a subquery the planner keeps (OFFSET 0).
 orders AS (
-    SELECT o.cabinet_id, o.day, o.nm_id,
+    SELECT cabinet_id, day, nm_id,
            count(*) AS orders_count,
-           coalesce(sum(o.price_with_disc), 0) AS orders_sum,
-           count(*) FILTER (WHERE o.is_cancel) AS cancellations_count,
-           coalesce(sum(o.price_with_disc) FILTER (WHERE o.is_cancel), 0) AS cancellations_sum,
-           avg(o.spp) AS avg_spp
-    FROM wb_orders o
-    WHERE o.cabinet_id = ANY(%(cabinet_ids)s) AND o.day BETWEEN %(first)s AND %(last)s
-    GROUP BY o.cabinet_id, o.day, o.nm_id
+           rnp_sum(price_k) AS orders_k,
+           rnp_numsum(price) FILTER (WHERE price_k IS NULL) AS orders_rest,
+           count(*) FILTER (WHERE is_cancel) AS cancellations_count,
+           rnp_sum(price_k) FILTER (WHERE is_cancel) AS cancellations_k,
+           rnp_numsum(price) FILTER (WHERE is_cancel AND price_k IS NULL) AS cancellations_rest,
+           rnp_sum(spp_k) AS spp_k,
+           rnp_numsum(spp) FILTER (WHERE spp_k IS NULL) AS spp_rest,
+           count(spp) AS spp_count
+    FROM (
+        SELECT o.cabinet_id, o.day, o.nm_id, o.is_cancel, o.price_with_disc AS price,
+               rnp_kopecks(o.price_with_disc) AS price_k, o.spp, rnp_kopecks(o.spp) AS spp_k
+        FROM wb_orders o
+        WHERE o.cabinet_id = ANY(%(cabinet_ids)s) AND o.day BETWEEN %(first)s AND %(last)s
+        OFFSET 0
+    ) o
+    GROUP BY cabinet_id, day, nm_id
 ),
 sales AS (
-    SELECT s.cabinet_id, s.day, s.nm_id,
-           count(*) FILTER (WHERE NOT s.is_return) AS buyouts_count,
-           coalesce(sum(s.price_with_disc) FILTER (WHERE NOT s.is_return), 0) AS buyouts_sum,
-           count(*) FILTER (WHERE s.is_return) AS returns_count,
-           coalesce(sum(abs(s.price_with_disc)) FILTER (WHERE s.is_return), 0) AS returns_sum
-    FROM wb_sales s
-    WHERE s.cabinet_id = ANY(%(cabinet_ids)s) AND s.day BETWEEN %(first)s AND %(last)s
-    GROUP BY s.cabinet_id, s.day, s.nm_id
+    SELECT cabinet_id, day, nm_id,
+           count(*) FILTER (WHERE NOT is_return) AS buyouts_count,
+           rnp_sum(price_k) FILTER (WHERE NOT is_return) AS buyouts_k,
+           rnp_numsum(price) FILTER (WHERE NOT is_return AND price_k IS NULL) AS buyouts_rest,
+           count(*) FILTER (WHERE is_return) AS returns_count,
+           rnp_sum(abs(price_k)) FILTER (WHERE is_return) AS returns_k,
+           rnp_numsum(abs(price)) FILTER (WHERE is_return AND price_k IS NULL) AS returns_rest
+    FROM (
+        SELECT s.cabinet_id, s.day, s.nm_id, s.is_return, s.price_with_disc AS price,
+               rnp_kopecks(s.price_with_disc) AS price_k
+        FROM wb_sales s
+        WHERE s.cabinet_id = ANY(%(cabinet_ids)s) AND s.day BETWEEN %(first)s AND %(last)s
+        OFFSET 0
+    ) s
+    GROUP BY cabinet_id, day, nm_id
 ),
 computed AS (
     SELECT cabinet_id, day, nm_id,
            coalesce(orders_count, 0) AS orders_count,
-           coalesce(orders_sum, 0) AS orders_sum,
+           rnp_money(orders_k, orders_rest) AS orders_sum,
            coalesce(cancellations_count, 0) AS cancellations_count,
-           coalesce(cancellations_sum, 0) AS cancellations_sum,
+           rnp_money(cancellations_k, cancellations_rest) AS cancellations_sum,
            coalesce(buyouts_count, 0) AS buyouts_count,
-           coalesce(buyouts_sum, 0) AS buyouts_sum,
+           rnp_money(buyouts_k, buyouts_rest) AS buyouts_sum,
            coalesce(returns_count, 0) AS returns_count,
-           coalesce(returns_sum, 0) AS returns_sum,
-           round(orders_sum / nullif(orders_count, 0), 2) AS avg_order_price,
-           round(avg_spp, 2) AS avg_spp_percent
+           rnp_money(returns_k, returns_rest) AS returns_sum,
+           round(rnp_money(orders_k, orders_rest) / nullif(orders_count, 0), 2) AS avg_order_price,
+           round(rnp_money(spp_k, spp_rest) / nullif(spp_count, 0), 2) AS avg_spp_percent
     FROM orders FULL JOIN sales USING (cabinet_id, day, nm_id)
 )

@@ -1,0 +1,80 @@
+"""A user's feed import recomputes the РНП of its own days in its run: the seller's days are in
+rnp_daily when the import run ends, and the re-aggregation the sensor asks for afterwards finds
+nothing left to compute."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from dagster import AssetKey, DagsterEventType, SensorResult, build_sensor_context
+
+from optima_pipelines.assets.rnp import TABLES, recompute_partitions
+from optima_pipelines.definitions import RESOURCES, defs
+from optima_pipelines.resources.warehouse import Warehouse
+from optima_pipelines.sensors.requests import requests_sensor
+from optima_pipelines.sensors.rnp import rnp_reaggregate_sensor
+from optima_pipelines.timeutil import today_moscow
+from optima_pipelines.warehouse import requests as outbox
+from tests.dagster.test_digitization import sim, wb  # noqa: F401  (fixtures: the WB simulator, served)
+from tests.rnp_feeds import execute_request
+
+
+def import_request_run(instance, conn, cabinet: str, days: int):  # type: ignore[no-untyped-def]
+    """A user's import request of the last ``days`` days, run as the daemon would run it."""
+    date_from = today_moscow() - timedelta(days=days - 1)
+    request_id = outbox.create_request(conn, "import-user-feeds", cabinet, {"dateFrom": date_from.isoformat()})
+    with build_sensor_context(instance=instance, resources=RESOURCES) as context:
+        (run_request,) = requests_sensor(context).run_requests  # type: ignore[union-attr]
+    job = defs.get_job_def(run_request.job_name)
+    run = job.execute_in_process(run_config=run_request.run_config, instance=instance, tags=run_request.tags)
+    assert run.success
+    period = [date_from + timedelta(days=n) for n in range(days)]
+    return run, request_id, period
+
+
+def test_an_import_run_writes_its_own_days_to_rnp_daily(wb, warehouse_conn, dagster_instance, database_url, optima_env):  # noqa: F811
+    run, request_id, period = import_request_run(dagster_instance, warehouse_conn, "c2", 3)
+
+    # The seller's days are in rnp_daily, with the orders WB sent, when the import run ends.
+    for day in period:
+        mart = warehouse_conn.execute(
+            "SELECT sum(orders_count), sum(orders_sum) FROM rnp_daily WHERE cabinet_id = 'c2' AND day = %s", (day,)
+        ).fetchone()
+        feed = warehouse_conn.execute(
+            "SELECT count(*), sum(price_with_disc) FROM wb_orders WHERE cabinet_id = 'c2' AND day = %s", (day,)
+        ).fetchone()
+        assert feed[0] > 0
+        assert mart == feed
+    # ... as materializations of the РНП assets of those partitions, in the import's own run, with
+    # the mart's checks.
+    materialized = {
+        (e.asset_key.to_user_string(), e.partition)
+        for e in run.all_events
+        if e.event_type == DagsterEventType.ASSET_MATERIALIZATION and e.asset_key is not None
+    }
+    keys = {f"c2|{day.isoformat()}" for day in period}
+    assert {("rnp_sales", k) for k in keys} | {("rnp_daily", k) for k in keys} <= materialized
+    checks = [e for e in run.all_events if e.event_type == DagsterEventType.ASSET_CHECK_EVALUATION]
+    assert {e.event_specific_data.partition for e in checks} >= keys  # type: ignore[union-attr]
+    assert all(e.event_specific_data.passed for e in checks)  # type: ignore[union-attr]
+    assert outbox.get_request(warehouse_conn, request_id).status == "succeeded"
+
+    # Exactly what a recompute from scratch makes: recomputing every pair regardless of watermarks
+    # changes no row of any table.
+    warehouse = Warehouse(database_url=database_url, env=optima_env)
+    for table in TABLES:
+        stats = recompute_partitions(warehouse, table, [("c2", d) for d in period], force=True)
+        assert (table, stats.rows_changed, stats.rows_removed) == (table, 0, 0)
+
+    # The re-aggregation the sensor still asks for, on the import's feed events, computes nothing.
+    result = rnp_reaggregate_sensor(build_sensor_context(instance=dagster_instance))
+    assert isinstance(result, SensorResult)
+    assert result.run_requests
+    for request in result.run_requests:
+        done = execute_request(dagster_instance, request)
+        for event in done.all_events:
+            if event.event_type == DagsterEventType.ASSET_MATERIALIZATION:
+                meta = event.event_specific_data.materialization.metadata  # type: ignore[union-attr]
+                assert meta["batch_partitions_unchanged"].value == meta["batch_partitions"].value
+                assert meta["batch_rows_changed"].value == 0
+    assert AssetKey("rnp_daily") in {k for r in result.run_requests for k in r.asset_selection or []}
