@@ -52,11 +52,13 @@ if sys.argv[3] == "unpooled":
     from optima_pipelines.resources import warehouse
 
     class Unpooled:  # every connect() a connection of its own, as before pooling
-        def __init__(self, url, schema, *, application_name, max_size, timeout=10.0):
+        def __init__(self, url, schema, *, application_name, size):
             self.args = (url, schema, application_name)
         def connect(self, *, autocommit=False):
             url, schema, app = self.args
             return connect(url, schema, autocommit=autocommit, application_name=app)
+        def stats(self):
+            return {"sessions": 0, "checkouts": 0, "overflow": 0}
         def close(self):
             pass
 

@@ -62,45 +62,56 @@ class PooledConnection(psycopg.Connection):
 
 
 class Pool:
-    """Pooled warehouse connections for one process's work (a run): ``connect()`` hands out a
+    """Pooled warehouse connections of one process's work (a run): ``connect()`` hands out a
     connection whose ``close()`` (the end of its ``with`` block) returns it to the pool as a fresh
     session, so a sweep's cabinets stop paying PostgreSQL a new server process for every WB request
-    and every page. Each checkout is checked (a server restarted meanwhile costs a reconnect, not a
-    failed statement); ``close()`` closes them all (and any still out when they come back)."""
+    and every page. The pool keeps at most ``size`` sessions (the PostgreSQL server's
+    max_connections is shared by every run); when all of them are out, ``connect()`` opens a plain
+    connection, closed at the end of its block, rather than wait. Each checkout is checked (a server
+    restarted meanwhile costs a reconnect, not a failed statement); ``close()`` closes them all."""
 
-    def __init__(self, url: str, schema: str | None, *, application_name: str, max_size: int, timeout: float = 10.0):
-        self._url = url
-        kwargs: dict[str, object] = {"application_name": application_name[:63], "connect_timeout": int(timeout)}
+    #: How long connect() waits for a pooled session (a new one being opened, or one coming back).
+    WAIT_SECONDS = 0.2
+
+    def __init__(self, url: str, schema: str | None, *, application_name: str, size: int):
+        self._url, self._schema, self._application = url, schema, application_name
+        kwargs: dict[str, object] = {"application_name": application_name[:63], "connect_timeout": 10}
         if schema:
             kwargs["options"] = f"-c search_path={schema}"
-        self._timeout = timeout
         self._pool = ConnectionPool(
             libpq_url(url),
             connection_class=PooledConnection,
             kwargs=kwargs,
             min_size=0,
-            max_size=max_size,
+            max_size=size,
             max_idle=60.0,
-            timeout=timeout,
+            timeout=self.WAIT_SECONDS,
             check=ConnectionPool.check_connection,
             reset=_reset,
             close_returns=True,
             open=True,
             name=f"{application_name}:{schema}",
         )
+        self.overflow = 0
 
     def connect(self, *, autocommit: bool = False) -> psycopg.Connection:
         """A connection of the pool (``with pool.connect() as conn``: committed or rolled back, then returned)."""
         try:
             conn = self._pool.getconn()
-        except PoolTimeout:
-            raise DatabaseUnavailable(
-                f"cannot connect to PostgreSQL at {describe_server(self._url)}: no connection within "
-                f"{self._timeout:g} s (the server does not answer, or all {self._pool.max_size} of the "
-                "run's connections are in use)"
-            ) from None
+        except PoolTimeout:  # every pooled session is out (or the server does not answer: connect() names it)
+            self.overflow += 1
+            return connect(self._url, self._schema, autocommit=autocommit, application_name=self._application)
         conn.autocommit = autocommit
         return conn
+
+    def stats(self) -> dict[str, int]:
+        """Sessions opened, checkouts served, plain connections opened past the pool."""
+        got = self._pool.get_stats()
+        return {
+            "sessions": got.get("connections_num", 0),
+            "checkouts": got.get("requests_num", 0),
+            "overflow": self.overflow,
+        }
 
     def close(self) -> None:
         self._pool.close()

@@ -17,7 +17,7 @@ from optima_pipelines.warehouse.cabinet_lock import CabinetLock, held
 
 @pytest.fixture
 def pool(optima_env, database_url):
-    pool = Pool(database_url, f"optima_{optima_env}", application_name="optima_pipelines/test", max_size=2)
+    pool = Pool(database_url, f"optima_{optima_env}", application_name="optima_pipelines/test", size=2)
     yield pool
     pool.close()
 
@@ -40,6 +40,13 @@ def test_a_returned_connection_is_the_same_server_process_as_a_fresh_session(poo
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
         ).fetchone()[0]
         assert held_locks == 0
+
+
+def test_past_its_size_the_pool_hands_out_plain_connections_instead_of_waiting(pool):
+    with pool.connect() as a, pool.connect() as b, pool.connect() as c:  # the pool keeps two sessions
+        pids = {x.execute("SELECT pg_backend_pid()").fetchone()[0] for x in (a, b, c)}
+    assert len(pids) == 3 and pool.stats()["overflow"] == 1
+    assert c.closed and not a.closed, "the plain connection outlived its block, or a pooled one was closed"
 
 
 def test_a_with_block_commits_or_rolls_back_then_returns_the_connection(pool):
@@ -68,7 +75,7 @@ def test_a_cabinet_lock_on_a_pooled_connection_is_released_when_its_work_ends(po
 
 def test_a_server_that_does_not_answer_is_named_without_the_password():
     url = "postgresql://optima:s3cret-pw@127.0.0.1:1/optima"
-    pool = Pool(url, "optima_x", application_name="t", max_size=1, timeout=1.0)
+    pool = Pool(url, "optima_x", application_name="t", size=1)
     try:
         with pytest.raises(DatabaseUnavailable) as failure:
             pool.connect()
