@@ -89,6 +89,7 @@ def process_kind(proc: psutil.Process) -> str:
         # Run workers are spawned by the code server (multiprocessing "spawn", DESIGN.md §4.18),
         # with their helpers (resource tracker, orphan watcher, compute-log tails).
         ("multiprocessing", "run workers"),
+        ("orchestration.run_workers", "run workers"),  # the warm run workers (OPTIMA_RUN_LAUNCHER=celery)
         ("watch_orphans", "run workers"),
         ("compute_logs", "run workers"),
         ("execute_run", "run workers"),
