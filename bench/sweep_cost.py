@@ -1,5 +1,5 @@
 """Benchmark: what one sweep over N cabinets costs, with a run's warehouse connections pooled, against
-a connection per use (how every run worked before).
+a connection per use (how every run worked before: the warehouse's connections and Dagster's storage).
 
     python bench/sweep_cost.py [--quick] [--cabinets 200] [--rounds 2] [--job ads_sync_sweep]
 
@@ -12,7 +12,8 @@ time, the run process's CPU, PostgreSQL's CPU (the server's processes, those tha
 included: other databases' work on a shared server counts too, so compare the two ways of one
 run) and the PostgreSQL sessions the database saw opened (``pg_stat_database.sessions``). The
 baseline, in the same run on the same data: the same sweep with every ``Warehouse.connect()``
-opening a connection of its own.
+opening a connection of its own and Dagster's storage a session per statement (dagster-postgres's
+NullPool, which orchestration/storage.py replaces).
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ if sys.argv[3] == "unpooled":
             pass
 
     warehouse.Pool = Unpooled
+    from optima_pipelines.orchestration import storage  # Dagster's storage as dagster-postgres has it
+
+    storage.share_storage_engine = lambda storage, engine: None
 from dagster import DagsterInstance
 job_name, cabinets = sys.argv[1], json.loads(sys.argv[2])
 job = defs.get_job_def(job_name)
