@@ -7,6 +7,7 @@ from dagster import AssetKey, AssetMaterialization, DagsterEventType, SensorResu
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from optima_pipelines.definitions import RESOURCES
 from optima_pipelines.ops.metrics import build_registry
 from optima_pipelines.sensors.rnp import rnp_reaggregate_sensor
 from tests.rnp_feeds import (
@@ -42,7 +43,8 @@ def scrape(database_url: str, settings) -> dict[tuple[str, frozenset], float]:
 
 
 def tick(instance, cursor: str | None = None) -> SensorResult | SkipReason:
-    result = rnp_reaggregate_sensor(build_sensor_context(instance=instance, cursor=cursor))
+    with build_sensor_context(instance=instance, cursor=cursor, resources=RESOURCES) as context:
+        result = rnp_reaggregate_sensor(context)
     assert isinstance(result, SensorResult | SkipReason)
     return result
 
