@@ -27,9 +27,10 @@ from sqlalchemy import Engine, create_engine
 from optima_pipelines.orchestration.dagster_internals import ConfigurableClassData, share_storage_engine
 
 #: Sessions each process keeps for Dagster's storage, and how many more it may open at once (closed
-#: when returned). The daemon's threads (sensors, schedules, the queue, monitoring) are the most
-#: concurrent users; a run worker writes its events from one thread.
-POOL_SIZE = 3
+#: when returned). A run writes its events from one thread; the daemon's threads (sensors,
+#: schedules, the queue, monitoring) are the most concurrent users. PostgreSQL's max_connections is
+#: shared by every process of the deployment: each keeps one.
+POOL_SIZE = 1
 MAX_OVERFLOW = 10
 
 #: Engines a process keeps (one per storage URL it uses: one in a deployment's processes; the test

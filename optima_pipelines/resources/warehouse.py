@@ -23,13 +23,13 @@ log = get_logger(__name__)
 def shared_pool(url: str, schema: str, application: str) -> Pool:
     """The process's pool for (server, schema, job), opened by its first user: a run's warehouse
     and the WB resource's (its rate limits) share one. Sized for a sweep: each of its
-    OPTIMA_SWEEP_THREADS cabinets holds a page's session and now and then one more; their locks share
-    one session (warehouse/cabinet_lock.py ``LockSession``)."""
+    OPTIMA_SWEEP_THREADS cabinets holds a page's session (now and then one more, a plain connection
+    past the pool's size); their locks share one session (warehouse/cabinet_lock.py ``LockSession``)."""
     key = (url, schema, application)
     with _POOLS_LOCK:
         pool, users = _POOLS.get(key) or (None, 0)
         if pool is None:
-            pool = Pool(url, schema, application_name=application, size=load_settings().sweep_threads + 4)
+            pool = Pool(url, schema, application_name=application, size=load_settings().sweep_threads + 2)
         _POOLS[key] = (pool, users + 1)
         return pool
 

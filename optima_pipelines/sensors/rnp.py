@@ -147,6 +147,10 @@ def read_feed_events(instance: DagsterInstance, cursor: Mapping[str, int]) -> Fe
 
 #: Recompute runs that may wait in the queue before the sensor holds new events back to batch them.
 MAX_QUEUED_RECOMPUTES = 2
+#: The cursor's key for when the sensor last planned (epoch seconds): it plans at most every
+#: OPTIMA_REAGGREGATE_EVERY_SECONDS, so that what a cadence window's sweeps report over a minute or
+#: more (in batches) is recomputed by a few runs, not by a run or two per tick.
+PLANNED_AT = "planned_at"
 #: How long the sensor's process keeps the cabinets' sizes it read (they change slowly).
 SIZES_TTL_SECONDS = 600.0
 _sizes: dict[tuple[str, str, date], tuple[float, dict[str, int]]] = {}
@@ -188,6 +192,10 @@ def rnp_reaggregate_sensor(context: SensorEvaluationContext, warehouse: Warehous
         cursor = parse_cursor(context.cursor)
     except InvalidInput as exc:
         return SkipReason(str(exc))
+    planned_at = cursor.pop(PLANNED_AT, 0)
+    wait = planned_at + load_settings().reaggregate_every_seconds - time.time()
+    if wait > 0:
+        return SkipReason(f"planned {time.time() - planned_at:.0f} s ago: new feed events wait {wait:.0f} s more")
     try:
         queued = context.instance.get_runs_count(
             RunsFilter(job_name=rnp_recompute_job.name, statuses=[DagsterRunStatus.QUEUED])
@@ -233,7 +241,7 @@ def rnp_reaggregate_sensor(context: SensorEvaluationContext, warehouse: Warehous
     )
     return SensorResult(
         run_requests=requests,
-        cursor=json.dumps(read.cursor, sort_keys=True),
+        cursor=json.dumps({**read.cursor, PLANNED_AT: int(time.time())} if requests else read.cursor, sort_keys=True),
         dynamic_partitions_requests=[CABINETS.build_add_request(new_cabinets)] if new_cabinets else None,
         skip_reason=None if requests else "the new feed events name no partition to recompute",
     )

@@ -22,7 +22,15 @@ def pool(optima_env, database_url):
     pool.close()
 
 
-def test_a_returned_connection_is_the_same_server_process_as_a_fresh_session(pool, optima_env):
+def test_a_returned_connection_is_the_same_server_process_as_a_fresh_session(optima_env, database_url):
+    pool = Pool(database_url, f"optima_{optima_env}", application_name="optima_pipelines/test", size=1)
+    try:
+        check_fresh_session(pool, optima_env)
+    finally:
+        pool.close()
+
+
+def check_fresh_session(pool: Pool, optima_env: str) -> None:
     with pool.connect() as conn:
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
         conn.execute("SET statement_timeout = 1234")
