@@ -39,6 +39,9 @@ setup(
         # dagster-postgres talks psycopg2; our own code talks psycopg 3 (COPY, binary protocol).
         "psycopg2-binary>=2.9,<3",
         "psycopg[binary]>=3.2,<4",
+        # A run's warehouse connections are pooled (resources/warehouse.py): a sweep's cabinets would
+        # otherwise open a PostgreSQL session (a server process) for every WB request and every page.
+        "psycopg-pool>=3.2,<4",
         "sqlalchemy>=2.0,<2.2",
         "alembic>=1.13,<2",
         "pandas>=2.2",

@@ -38,6 +38,7 @@ Baselines: each figure at the smallest N of the same run.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import threading
 import time
@@ -63,6 +64,13 @@ OPTIONS = [
     Option("cadence-scale", 1.0, 10.0, "the per-cabinet interval cadences run this much more often", kind="float"),
     Option("wall", 2100, 45, "seconds watched per N, after the warm-up (35 min: every interval cadence's windows)"),
     Option("warmup", 300, 20, "seconds before watching (the first increment's catch-up)"),
+    Option(
+        "align",
+        1800,
+        0,
+        "after the warm-up, wait for the next multiple of this many seconds (epoch) before watching, so that "
+        "a watch of --wall 2100 holds a whole 30-min window of the increment and the prices (0: no wait)",
+    ),
     Option("time-scale", 60.0, 60.0, "the simulator's clock and WB's limits run this much faster", kind="float"),
     Option("sync-concurrency", 5, 5, "SYNC_QUEUE_CONCURRENCY of the deployment (its default: 5)"),
     Option("max-runs", 6, 6, "OPTIMA_MAX_CONCURRENT_RUNS of the deployment (its default: 6)"),
@@ -72,7 +80,7 @@ SENSOR_TICKS = """
 query($sel: RepositorySelector!) {
   repositoryOrError(repositorySelector: $sel) {
     ... on Repository {
-      sensors { name minIntervalSeconds sensorState { status ticks(limit: 400) { status timestamp } } }
+      sensors { name minIntervalSeconds sensorState { status ticks(limit: 3000) { status timestamp } } }
       schedules { name cronSchedule scheduleState { status ticks(limit: 50) { status timestamp } } }
     }
   }
@@ -89,6 +97,7 @@ def process_kind(proc: psutil.Process) -> str:
         # Run workers are spawned by the code server (multiprocessing "spawn", DESIGN.md §4.18),
         # with their helpers (resource tracker, orphan watcher, compute-log tails).
         ("multiprocessing", "run workers"),
+        ("orchestration.run_workers", "run workers"),  # the warm run workers (OPTIMA_RUN_LAUNCHER=celery)
         ("watch_orphans", "run workers"),
         ("compute_logs", "run workers"),
         ("execute_run", "run workers"),
@@ -140,6 +149,49 @@ def postgres_processes() -> list[psutil.Process]:
         except psutil.Error:
             continue
     return out
+
+
+class Imports(threading.Thread):
+    """A user's feed import (3 days) every ``every`` seconds during the watch, each on another
+    cabinet, timed from its request row to its days in rnp_daily (bench/freshness.py's measure),
+    while the N cabinets' cadences run."""
+
+    def __init__(self, stack: harness.Stack, cabinets: list[str], every: float, days: int = 3) -> None:
+        super().__init__(daemon=True)
+        self.stack, self.cabinets, self.every, self.days = stack, cabinets, every, days
+        self.latencies: list[float] = []
+        self.failed: list[str] = []
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(300)
+
+    def run(self) -> None:
+        from datetime import timedelta
+
+        from bench.freshness import last_storage_id, recomputed
+        from optima_pipelines.timeutil import today_moscow
+        from optima_pipelines.warehouse import requests as outbox
+
+        k = 0
+        while not self._stop_event.wait(self.every if k else 60):
+            cabinet = self.cabinets[(k * 97) % len(self.cabinets)]
+            k += 1
+            first = today_moscow() - timedelta(days=self.days - 1)
+            days = {(first + timedelta(n)).isoformat() for n in range(self.days)}
+            after = last_storage_id(self.stack)
+            with self.stack.env.connect() as conn:
+                outbox.create_request(conn, "import-user-feeds", cabinet, {"dateFrom": first.isoformat()})
+            started = time.time()
+            while time.time() - started < 600 and not recomputed(self.stack, cabinet, days, after):
+                time.sleep(0.5)
+            if recomputed(self.stack, cabinet, days, after):
+                self.latencies.append(time.time() - started)
+                harness.say(f"    import of {cabinet} ({self.days} days) → rnp_daily: {self.latencies[-1]:.1f} s")
+            else:
+                self.failed.append(cabinet)
+                harness.say(f"    import of {cabinet}: its days not in rnp_daily after 600 s")
 
 
 @dataclass
@@ -414,13 +466,20 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
     ):
         harness.say(f"  N={n}: deployment up; warm-up {opts.warmup} s, then watching {opts.wall} s")
         time.sleep(opts.warmup)  # a fixed wall time is what is measured here, not a condition
+        if opts.align:
+            wait = -time.time() % opts.align
+            harness.say(f"  N={n}: watching from the next {opts.align}-s boundary, in {wait:.0f} s")
+            time.sleep(wait)
         sampler = Sampler(stack.dev.proc.pid, env)
         start = time.time()
         here = psutil.Process()
         here_before = sum(here.cpu_times()[:2])
         sampler.start()
+        imports = Imports(stack, cabinets, every=300)
+        imports.start()
         time.sleep(opts.wall)
         sampler.stop()
+        imports.stop()
         end = time.time()
         # The WB simulator serves from threads of this process (the sampler's own cost is small).
         simulator_cores = (sum(here.cpu_times()[:2]) - here_before) / (end - start)
@@ -455,10 +514,19 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
     )
     per_hour = 3600 / (end - start) / n
     lines.append(
-        f"CPU-seconds per cabinet-hour: deployment {sampler.deployment_total * per_hour:.2f} + PostgreSQL server "
-        f"{sampler.server_total * per_hour:.2f} (every database of it) = "
-        f"{(sampler.deployment_total + sampler.server_total) * per_hour:.2f}; the WB simulator apart "
+        f"CPU-seconds per cabinet-hour: deployment {sampler.deployment_total * per_hour:.2f} + this database's "
+        f"PostgreSQL backends {sampler.postgres_cpu * per_hour:.2f} = "
+        f"{(sampler.deployment_total + sampler.postgres_cpu) * per_hour:.2f}; with the whole PostgreSQL server "
+        f"instead (every database of it: on a shared server, others' too) {sampler.server_total * per_hour:.2f}, "
+        f"{(sampler.deployment_total + sampler.server_total) * per_hour:.2f} in all; the WB simulator apart "
         f"{simulator_cores * 3600 / n:.2f}; runs created per hour: {len(ages) / (end - start) * 3600:.0f}"
+    )
+    lines.append(
+        f"user imports (3 days) → rnp_daily while this ran: p50 {harness.quantile(imports.latencies, 0.5):.1f} s, "
+        f"max {max(imports.latencies, default=0):.1f} s ({len(imports.latencies)} timed, {len(imports.failed)} not "
+        "done in 600 s)"
+        if imports.latencies
+        else f"user imports: none timed ({len(imports.failed)} not done in 600 s)"
     )
     lines.append(
         f"finished runs {done} ({done / (end - start):.2f}/s), of which ran {ran} ({ran / (end - start):.2f}/s); created {len(ages)} ({len(ages) / (end - start):.2f}/s); "
@@ -471,10 +539,13 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
             for job, d in sorted(durations.items(), key=lambda kv: -len(kv[1]))
         )
     )
-    lines.append(
-        "where the run workers' CPU went (s, by job, from each run's process): "
-        + ", ".join(f"{job} {cpu:.0f}" for job, cpu in sorted(by_job.items(), key=lambda kv: -kv[1]))
-    )
+    if env.variables.get("OPTIMA_RUN_LAUNCHER", os.environ.get("OPTIMA_RUN_LAUNCHER", "default")) == "celery":
+        lines.append("where the run workers' CPU went by job: not told apart (a warm run worker runs many jobs' runs)")
+    else:
+        lines.append(
+            "where the run workers' CPU went (s, by job, from each run's process): "
+            + ", ".join(f"{job} {cpu:.0f}" for job, cpu in sorted(by_job.items(), key=lambda kv: -kv[1]))
+        )
     lines.append(
         "where this database's PostgreSQL CPU went (s, by application_name): "
         + ", ".join(f"{app} {cpu:.0f}" for app, cpu in sorted(sampler.postgres_by_app.items(), key=lambda kv: -kv[1]))
@@ -560,6 +631,15 @@ def run(bench: Bench, opts: Any) -> None:
                      higher_is_better=False)  # fmt: skip
         bench.figure(f"N={o.n}: deployment CPU (its processes, PostgreSQL backends as sampled)", sum(o.cores.values()), "cores",
                      baseline_name=smallest, baseline=sum(base.cores.values()), higher_is_better=False)  # fmt: skip
+        own = (o.deployment_cpu_s + o.cores["postgres (this database)"] * o.watched_s) * 3600 / o.watched_s / o.n
+        own_base = (
+            (base.deployment_cpu_s + base.cores["postgres (this database)"] * base.watched_s)
+            * 3600
+            / base.watched_s
+            / base.n
+        )
+        bench.figure(f"N={o.n}: CPU-seconds per cabinet-hour (deployment + this database's PostgreSQL backends)", own,
+                     "CPU-s", baseline_name=smallest, baseline=own_base, higher_is_better=False)  # fmt: skip
         bench.figure(f"N={o.n}: CPU-seconds per cabinet-hour (deployment + PostgreSQL server)", cpu_per_cabinet_hour(o),
                      "CPU-s", baseline_name=smallest, baseline=cpu_per_cabinet_hour(base),
                      higher_is_better=False, note=f"the WB simulator apart: {o.simulator_cores * 3600 / o.n:.2f} CPU-s "

@@ -48,6 +48,9 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "limits). Default 8.",
     "OPTIMA_SWEEP_BUSY_WAIT_SECONDS": "How long a sweep keeps coming back to a cabinet whose lock another run holds "
     "before it records the cabinet as account-busy for the window. Default 30.",
+    "OPTIMA_REAGGREGATE_EVERY_SECONDS": "At most how often the re-aggregation sensor plans РНП recomputes of the "
+    "scheduled syncs' changes (what came meanwhile waits and goes in the same few runs; a user's feed import "
+    "recomputes its own days in its run). Default 60; 0: every tick.",
     "OPTIMA_CABINET_LOCK_WAIT_SECONDS": "How long a single-cabinet run (a request, a partition, a resume) waits for "
     "the cabinet's lock held by another run before it fails as busy (and is retried). Default 120.",
     "OPTIMA_PARTITIONS_START": "First Moscow day of the cabinet x day partitions. Default 2025-01-01.",
@@ -103,6 +106,8 @@ class Settings:
     sweep_busy_wait_seconds: float = 30.0
     #: How long a single-cabinet run waits for the cabinet lock (warehouse/cabinet_lock.py).
     cabinet_lock_wait_seconds: float = 120.0
+    #: At most how often the re-aggregation sensor plans (sensors/rnp.py).
+    reaggregate_every_seconds: float = 60.0
 
     @property
     def warehouse_schema(self) -> str:
@@ -202,6 +207,7 @@ def load_settings() -> Settings:
         sweep_threads=_int_env("OPTIMA_SWEEP_THREADS", 8),
         sweep_busy_wait_seconds=float_env("OPTIMA_SWEEP_BUSY_WAIT_SECONDS", 30.0, minimum=0.0),
         cabinet_lock_wait_seconds=float_env("OPTIMA_CABINET_LOCK_WAIT_SECONDS", 120.0, minimum=0.1),
+        reaggregate_every_seconds=float_env("OPTIMA_REAGGREGATE_EVERY_SECONDS", 60.0, minimum=0.0),
     )
 
 

@@ -131,6 +131,8 @@ def optima_env(
     monkeypatch.setenv("OPTIMA_STATE_DIR", str(state))
     monkeypatch.setenv("OPTIMA_SECRET_KEY", secret_key)
     monkeypatch.setenv("OPTIMA_PARTITION_RETENTION_MONTHS", TEST_RETENTION_MONTHS)
+    # The in-process tests tick the re-aggregation sensor back to back (its pacing has a test of its own).
+    monkeypatch.setenv("OPTIMA_REAGGREGATE_EVERY_SECONDS", "0")
     monkeypatch.setenv("OPTIMA_DAGSTER_STORAGE_URL", dagster_storage_url(database_url, f"dagster_{env}"))
     migrate_by_script(database_url, f"optima_{env}", migration_script)
     ensure_schemas(database_url, f"dagster_{env}")

@@ -23,7 +23,7 @@ from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import catalog
-from optima_pipelines.warehouse.cabinet_lock import CabinetLock
+from optima_pipelines.warehouse.cabinet_lock import CabinetLock, LockSession
 from optima_pipelines.warehouse.cabinets import get_cabinet
 from optima_pipelines.wb import WbClient, WbDeferred, WbError
 
@@ -85,7 +85,7 @@ def slot_item(cabinet_id: str, hours: int, start: datetime) -> str:
     return f"{cabinet_id}|{hours}|{start.isoformat()}"
 
 
-def _slot_work(item: str, run_id: str, warehouse: Warehouse, wb: WbApi) -> CabinetOutcome:
+def _slot_work(item: str, run_id: str, locks: LockSession, warehouse: Warehouse, wb: WbApi) -> CabinetOutcome:
     cabinet_id, hours, start = item.split("|", 2)
 
     def work(_: CabinetLock) -> CabinetOutcome:
@@ -107,7 +107,7 @@ def _slot_work(item: str, run_id: str, warehouse: Warehouse, wb: WbApi) -> Cabin
             return CabinetOutcome(cabinet_id, "failed", reason, systemic=not own)
         return CabinetOutcome(cabinet_id, "succeeded", None, notes={"hours": int(hours), **counts})
 
-    return under_lock(cabinet_id, run_id, warehouse, work)
+    return under_lock(cabinet_id, run_id, locks, work)
 
 
 class RepricerSweepConfig(Config):
@@ -123,7 +123,7 @@ def repricer_sweep_op(context: OpExecutionContext, config: RepricerSweepConfig, 
         warehouse,
         SWEEP,
         list(config.slots),
-        lambda item: _slot_work(item, context.run_id, warehouse, wb),
+        lambda item, locks: _slot_work(item, context.run_id, locks, warehouse, wb),
         window=config.window,
     )
 

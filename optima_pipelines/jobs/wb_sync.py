@@ -84,7 +84,7 @@ from optima_pipelines.settings import load_settings
 from optima_pipelines.sync.runs import Sync, SyncInput, SyncRun, record_failure, stored_runs
 from optima_pipelines.sync.state import mark_deferred
 from optima_pipelines.warehouse import requests as outbox
-from optima_pipelines.warehouse.cabinet_lock import CabinetLock, held
+from optima_pipelines.warehouse.cabinet_lock import CabinetLock, LockSession, held
 from optima_pipelines.warehouse.cabinets import get_cabinet
 from optima_pipelines.wb import WbClient, WbDeferred, WbError
 
@@ -394,12 +394,12 @@ class SweepJob:
 
 
 def under_lock(
-    cabinet_id: str, run_id: str, warehouse: Warehouse, work: Callable[[CabinetLock], CabinetOutcome]
+    cabinet_id: str, run_id: str, locks: LockSession, work: Callable[[CabinetLock], CabinetOutcome]
 ) -> CabinetOutcome:
-    """One unit of a sweep: try the cabinet's lock (``skipped`` as busy if held), do ``work`` under
-    it, release."""
+    """One unit of a sweep: try the cabinet's lock in the sweep's session (``skipped`` as busy if
+    another holds it), do ``work`` under it, release."""
     with logs.bind(run_id=run_id, cabinet=cabinet_id):
-        lock = CabinetLock(warehouse.connect, cabinet_id)
+        lock = locks.lock(cabinet_id)
         try:
             if not lock.try_acquire():
                 return CabinetOutcome(cabinet_id, "skipped", BUSY)
@@ -411,10 +411,12 @@ def under_lock(
             return work(lock)
 
 
-def sweep_cabinet(spec: SyncJobSpec, cabinet_id: str, run_id: str, warehouse: Warehouse, wb: WbApi) -> CabinetOutcome:
+def sweep_cabinet(
+    spec: SyncJobSpec, cabinet_id: str, run_id: str, locks: LockSession, warehouse: Warehouse, wb: WbApi
+) -> CabinetOutcome:
     """One cabinet of a sync's sweep: under its lock, the sync's entry point (see ``_cabinet_work``)."""
     return under_lock(
-        cabinet_id, run_id, warehouse, lambda lock: _cabinet_work(spec, cabinet_id, run_id, warehouse, wb, lock)
+        cabinet_id, run_id, locks, lambda lock: _cabinet_work(spec, cabinet_id, run_id, warehouse, wb, lock)
     )
 
 
@@ -493,13 +495,13 @@ def drive_sweep(
     warehouse: Warehouse,
     job: SweepJob,
     items: list[str],
-    work: Callable[[str], CabinetOutcome],
+    work: Callable[[str, LockSession], CabinetOutcome],
     *,
     window: str = "",
     emit: Callable[[list[SyncRun]], None] | None = None,
 ) -> None:
     """Run a sweep's ``items`` (cabinets, or an engine's (cabinet, slot) keys) through ``work`` with
-    the scheduler of ``sweep``, and report: a log line per item naming its cabinet and outcome,
+    the scheduler of ``sweep``, their cabinets' locks in one session of the run, and report: a log line per item naming its cabinet and outcome,
     the materializations of what changed (``emit``, in batches), the run's outcome tag, and a
     failure of the run when an item failed for a reason that is not its cabinet's own."""
     settings = load_settings()
@@ -512,8 +514,14 @@ def drive_sweep(
     unemitted: list[SyncRun] = []
     unrecorded: list[CabinetOutcome] = []
     last_emit = time.monotonic()
+    locks = LockSession(warehouse.connect)
     try:
-        for outcome in sweep(items, work, threads=settings.sweep_threads, busy_wait=settings.sweep_busy_wait_seconds):
+        for outcome in sweep(
+            items,
+            lambda item: work(item, locks),
+            threads=settings.sweep_threads,
+            busy_wait=settings.sweep_busy_wait_seconds,
+        ):
             unemitted += outcome.runs
             if outcome.final:
                 counts[outcome.outcome] += 1
@@ -535,6 +543,7 @@ def drive_sweep(
                 record_outcomes(warehouse, job, context.run_id, unrecorded)
                 unemitted, unrecorded, last_emit = [], [], time.monotonic()
     finally:
+        locks.close()
         if emit is not None:
             emit(unemitted)
         record_outcomes(warehouse, job, context.run_id, unrecorded)
@@ -563,7 +572,7 @@ def run_sweep(
         warehouse,
         SweepJob(spec.sweep_name, spec.queue),
         cabinets,
-        lambda cabinet_id: sweep_cabinet(spec, cabinet_id, context.run_id, warehouse, wb),
+        lambda cabinet_id, locks: sweep_cabinet(spec, cabinet_id, context.run_id, locks, warehouse, wb),
         window=config.window,
         emit=lambda runs: spec.emit(context, runs, "scheduled", None),
     )

@@ -55,6 +55,7 @@ __all__ = [
     "run_dagster_daemon",
     "serve_with_wrapped_app",
     "set_sensor_loop_seconds",
+    "share_storage_engine",
 ]
 
 # WILL_RETRY_TAG ("dagster/will_retry"): Dagster's verdict on a failed run, "true" when the daemon's
@@ -80,6 +81,15 @@ RUN_STORAGE_COLUMNS: dict[str, tuple[str, ...]] = {
 def replace_run_queue_config(config: RunQueueConfig, **changes: Any) -> RunQueueConfig:
     """A copy of the coordinator's run-queue settings with ``changes`` (a NamedTuple in 1.13)."""
     return config._replace(**changes)
+
+
+def share_storage_engine(storage: Any, engine: Any) -> None:
+    """Make the three parts of a ``DagsterPostgresStorage`` (runs, event log, schedules) talk through
+    ``engine``: dagster-postgres gives each part a SQLAlchemy engine of its own with a ``NullPool``,
+    kept in the private attribute ``_engine`` and used by every statement of the part, so that every
+    statement opens a PostgreSQL session (orchestration/storage.py says why that matters here)."""
+    for part in (storage._run_storage, storage._event_log_storage, storage._schedule_storage):
+        part._engine = engine
 
 
 def registered_instance(component: QueuedRunCoordinator | RunLauncher) -> DagsterInstance:

@@ -53,10 +53,15 @@ FEED_ROLLUP: dict[str, str | None] = {
 }
 #: Events read per feed per tick; the rest wait for the next tick (the cursor says where).
 MAX_EVENTS_PER_FEED = 5000
-#: Partitions (cabinet-days) per run. One cabinet × 90 days × 5,000 products (450,000 rows) takes
-#: about 20 s to fill on the 2-core test machine (bench/rnp_recompute.py); a bigger rectangle is
-#: split so that one run stays bounded.
-MAX_PARTITIONS_PER_RUN = 400
+#: What one run may recompute, in product-days (a cabinet's products × the days asked): 400 days of
+#: a cabinet of 5,000 products. One cabinet × 90 days × 5,000 products (450,000 rows) takes about
+#: 20 s to fill on the 2-core test machine (bench/rnp_recompute.py); a bigger rectangle is split so
+#: that one run stays bounded. A cabinet whose size is not known counts as DEFAULT_PRODUCTS.
+DEFAULT_PRODUCTS = 5000
+MAX_PRODUCT_DAYS_PER_RUN = 400 * DEFAULT_PRODUCTS
+#: And at most this many partitions (cabinet-days) a run, however small the cabinets: a sweep of
+#: 1,000 cabinets of ten products changes 3,000 partitions in one window, one run.
+MAX_PARTITIONS_PER_RUN = 5000
 MERGE_WINDOW_DAYS = 3
 HEAL_DAYS = 90
 
@@ -168,15 +173,32 @@ def day_ranges(days: Iterable[date]) -> list[tuple[date, date]]:
     return ranges
 
 
-def _split(recompute: Recompute, max_partitions: int) -> list[Recompute]:
+def _split(
+    recompute: Recompute, max_partitions: int, max_product_days: int, products: Mapping[str, int]
+) -> list[Recompute]:
+    """``recompute`` in runs of at most ``max_partitions`` partitions and ``max_product_days``
+    product-days each (cabinets keep their order; days are split only when one cabinet is too big)."""
+
+    def size(cabinet: str) -> int:
+        return max(1, products.get(cabinet, DEFAULT_PRODUCTS))
+
+    heaviest = max(size(c) for c in recompute.cabinets)
+    span = max(1, min(recompute.days, max_partitions, max_product_days // heaviest))
     out = []
-    span = min(recompute.days, max_partitions)
-    per_run = max(1, max_partitions // span)
     for first in range(0, recompute.days, span):
         start = recompute.start + timedelta(first)
         end = min(recompute.end, start + timedelta(span - 1))
-        for i in range(0, len(recompute.cabinets), per_run):
-            out.append(Recompute(recompute.cabinets[i : i + per_run], start, end, recompute.rollups))
+        days = (end - start).days + 1
+        group: list[str] = []
+        load = 0
+        for cabinet in recompute.cabinets:
+            weight = size(cabinet) * days
+            if group and (load + weight > max_product_days or (len(group) + 1) * days > max_partitions):
+                out.append(Recompute(tuple(group), start, end, recompute.rollups))
+                group, load = [], 0
+            group.append(cabinet)
+            load += weight
+        out.append(Recompute(tuple(group), start, end, recompute.rollups))
     return out
 
 
@@ -184,13 +206,16 @@ def plan_recomputes(
     demands: Mapping[tuple[str, date], set[str]],
     cabinet_order: Sequence[str],
     *,
+    products: Mapping[str, int] | None = None,
     max_partitions: int = MAX_PARTITIONS_PER_RUN,
+    max_product_days: int = MAX_PRODUCT_DAYS_PER_RUN,
 ) -> list[Recompute]:
     """The fewest runs this method finds that recompute exactly the demanded (rollup, cabinet, day)s.
 
     ``cabinet_order`` is the order of the dynamic cabinet partitions: a partition range covers the
     cabinets between its ends in that order, so only neighbours there can share a run. A cabinet not
-    in it gets runs of its own.
+    in it gets runs of its own. ``products`` (a cabinet's products; DEFAULT_PRODUCTS when unknown)
+    sizes the runs: at most ``max_product_days`` and ``max_partitions`` each.
     """
     # Per cabinet, each rollup's days as ranges; ranges shared by several rollups become one run.
     # "" stands for the merge alone.
@@ -219,7 +244,9 @@ def plan_recomputes(
                 groups.append([cabinet])
         groups.extend([c] for c in sorted(c for c in cabinets if c not in position))
         for group in groups:
-            plan.extend(_split(Recompute(tuple(group), start, end, rollups), max_partitions))
+            plan.extend(
+                _split(Recompute(tuple(group), start, end, rollups), max_partitions, max_product_days, products or {})
+            )
     return sorted(plan, key=lambda r: (r.start, r.cabinets, r.rollups))
 
 

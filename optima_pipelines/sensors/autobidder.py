@@ -61,11 +61,11 @@ def autobidder_bid_engine_sensor(context: SensorEvaluationContext, warehouse: Wa
         with warehouse.connect() as conn:
             now = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
             due = autobidder.due_cabinets(conn, now)
+        if not due:
+            return SkipReason("no autobidder rule would change a bid now")
+        busy = sweep_busy(context.instance, warehouse, BID_SWEEP)
     except (psycopg.Error, OptimaError) as exc:
         return SkipReason(f"could not read the autobidder rules: {exc.__class__.__name__}: {exc}")
-    if not due:
-        return SkipReason("no autobidder rule would change a bid now")
-    busy = sweep_busy(context.instance, BID_SWEEP)
     launch = sorted(c for c in due if c not in busy)
     if not launch:
         return SkipReason(f"{len(due)} cabinet(s) with a bid to change, each with a bid engine run in flight")

@@ -44,14 +44,13 @@ def autoreply_sync_sensor(context: SensorEvaluationContext, warehouse: Warehouse
         active, live = active_cabinets(warehouse)
         with warehouse.connect() as conn:
             ruled = autoreply.cabinets_with_rules(conn)
+        candidates = [c for c in active if c in ruled]
+        if not candidates:
+            return SkipReason(f"window {window}: no active cabinet has reply rules")
+        busy = sweep_busy(context.instance, warehouse, SWEEP)
     except (psycopg.Error, OptimaError) as exc:
         return SkipReason(f"could not read cabinets: {exc.__class__.__name__}: {exc}")
-    candidates = [c for c in active if c in ruled]
-    if not candidates:
-        return SkipReason(f"window {window}: no active cabinet has reply rules")
-    return window_sweep(
-        context, SWEEP, _CADENCE.name, window, plan_fanout(candidates, live, sweep_busy(context.instance, SWEEP))
-    )
+    return window_sweep(context, SWEEP, _CADENCE.name, window, plan_fanout(candidates, live, busy))
 
 
 def validate_answer(conn: psycopg.Connection, request: Request) -> dict[str, Any]:

@@ -79,14 +79,17 @@ def repricer_sensor(context: SensorEvaluationContext, warehouse: Warehouse):
     except (psycopg.Error, OptimaError) as exc:
         return SkipReason(f"could not read repricer_rules: {exc.__class__.__name__}: {exc}")
     launched = json.loads(context.cursor) if context.cursor else {}
-    busy = (
-        (
-            busy_cabinets(context.instance, repricer_job.name)
-            | swept_cabinets(context.instance, SWEEP.name, items="slots")
+    try:
+        busy = (
+            (
+                busy_cabinets(context.instance, repricer_job.name)
+                | swept_cabinets(context.instance, warehouse, SWEEP.name, items="slots")
+            )
+            if groups
+            else set()
         )
-        if groups
-        else set()
-    )
+    except (psycopg.Error, OptimaError) as exc:
+        return SkipReason(f"could not read the sweeps' outcomes: {exc.__class__.__name__}: {exc}")
     due, cursor = repricer.plan_due(groups, datetime.now(tz=UTC), launched, busy)
     if not due:
         context.update_cursor(json.dumps(cursor, sort_keys=True))

@@ -19,6 +19,7 @@ the days where the three days' report lines belong (their source orders' days).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -146,6 +147,33 @@ def read_feed_events(instance: DagsterInstance, cursor: Mapping[str, int]) -> Fe
 
 #: Recompute runs that may wait in the queue before the sensor holds new events back to batch them.
 MAX_QUEUED_RECOMPUTES = 2
+#: The cursor's key for when the sensor last planned (epoch seconds): it plans at most every
+#: OPTIMA_REAGGREGATE_EVERY_SECONDS, so that what a cadence window's sweeps report over a minute or
+#: more (in batches) is recomputed by a few runs, not by a run or two per tick.
+PLANNED_AT = "planned_at"
+#: How long the sensor's process keeps the cabinets' sizes it read (they change slowly).
+SIZES_TTL_SECONDS = 600.0
+_sizes: dict[tuple[str, str, date], tuple[float, dict[str, int]]] = {}
+
+
+def cabinet_sizes(warehouse: Warehouse, cabinets: Sequence[str], day: date) -> dict[str, int]:
+    """Each cabinet's rnp_daily rows on ``day`` (yesterday): the products a recompute of one of its
+    days writes, which sizes the runs (rnp_plan: a cabinet without rows counts as DEFAULT_PRODUCTS).
+    One primary-key range count per cabinet; kept SIZES_TTL_SECONDS by the sensor's process."""
+    key = (warehouse.database_url, warehouse.schema_name, day)
+    now = time.monotonic()
+    if key in _sizes and now - _sizes[key][0] < SIZES_TTL_SECONDS:
+        return _sizes[key][1]
+    with warehouse.connect() as conn:
+        rows = conn.execute(
+            "SELECT c.id, (SELECT count(*) FROM rnp_daily r WHERE r.cabinet_id = c.id AND r.day = %s)"
+            " FROM unnest(%s::text[]) AS c (id)",
+            (day, list(cabinets)),
+        ).fetchall()
+    sizes = {cabinet: int(n) for cabinet, n in rows if n}
+    _sizes.clear()  # one deployment's, for one day: nothing else is kept
+    _sizes[key] = (now, sizes)
+    return sizes
 
 
 @sensor(
@@ -159,11 +187,15 @@ MAX_QUEUED_RECOMPUTES = 2
     "the affected (cabinet, day) partitions of the matching РНП rollup and of rnp_daily, batched into "
     "runs over rectangles of cabinets × consecutive days, at the re-aggregate priority.",
 )
-def rnp_reaggregate_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
+def rnp_reaggregate_sensor(context: SensorEvaluationContext, warehouse: Warehouse) -> SensorResult | SkipReason:
     try:
         cursor = parse_cursor(context.cursor)
     except InvalidInput as exc:
         return SkipReason(str(exc))
+    planned_at = cursor.pop(PLANNED_AT, 0)
+    wait = planned_at + load_settings().reaggregate_every_seconds - time.time()
+    if wait > 0:
+        return SkipReason(f"planned {time.time() - planned_at:.0f} s ago: new feed events wait {wait:.0f} s more")
     try:
         queued = context.instance.get_runs_count(
             RunsFilter(job_name=rnp_recompute_job.name, statuses=[DagsterRunStatus.QUEUED])
@@ -192,7 +224,12 @@ def rnp_reaggregate_sensor(context: SensorEvaluationContext) -> SensorResult | S
     # A feed partition of a cabinet the cabinet sensor has not added yet: add it now, so that the
     # new cabinet's РНП fills right after its first import.
     new_cabinets = sorted({c for c, _ in wanted.demands} - set(known))
-    plan = plan_recomputes(wanted.demands, known)
+    try:
+        sizes = cabinet_sizes(warehouse, known, today_moscow() - timedelta(1))
+    except (psycopg.Error, OptimaError) as exc:  # sized as unknown: smaller runs, nothing lost
+        context.log.warning(f"could not read the cabinets' sizes: {exc.__class__.__name__}: {exc}")
+        sizes = {}
+    plan = plan_recomputes(wanted.demands, known, products=sizes)
     tick = tick_id(read.cursor)
     tags = {**queue_tags(RE_AGGREGATE, priority=PRIORITY_REAGGREGATE), TAG_TRIGGER: "sensor"}
     if read.oldest_at is not None:
@@ -204,7 +241,7 @@ def rnp_reaggregate_sensor(context: SensorEvaluationContext) -> SensorResult | S
     )
     return SensorResult(
         run_requests=requests,
-        cursor=json.dumps(read.cursor, sort_keys=True),
+        cursor=json.dumps({**read.cursor, PLANNED_AT: int(time.time())} if requests else read.cursor, sort_keys=True),
         dynamic_partitions_requests=[CABINETS.build_add_request(new_cabinets)] if new_cabinets else None,
         skip_reason=None if requests else "the new feed events name no partition to recompute",
     )

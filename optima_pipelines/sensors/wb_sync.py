@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -106,15 +107,30 @@ def sweep_requests(
     ]
 
 
-def swept_cabinets(instance: DagsterInstance, job_name: str, items: str = "cabinet_ids") -> set[str]:
-    """Cabinets of this sweep job's runs queued or running: its run config's ``items`` name them
-    (a cabinet id, or a key that starts ``<cabinet>|``, as the repricer's slots do)."""
-    cabinets: set[str] = set()
+def swept_cabinets(
+    instance: DagsterInstance, warehouse: Warehouse, job_name: str, items: str = "cabinet_ids"
+) -> set[str]:
+    """Cabinets of this sweep job's runs queued or running whose work in them is not over: its run
+    config's ``items`` name them (a cabinet id, or a key that starts ``<cabinet>|``, as the
+    repricer's slots do), and a cabinet with as many final outcomes in ``sweep_outcomes`` as it has
+    items there is done (a sweep that waits out one cabinet's WB pause does not hold the others
+    back from the next window). Outcomes are written every few seconds (jobs/wb_sync.EMIT_EVERY):
+    a cabinet that has just finished may count as busy for that long. Raises psycopg.Error on a
+    failed read."""
+    pending: dict[str, Counter[str]] = {}
     for run in instance.get_runs(RunsFilter(job_name=job_name, statuses=IN_FLIGHT)):
         run_config: dict[str, Any] = dict(run.run_config or {})
         config = run_config.get("ops", {}).get(op_name(job_name), {}).get("config", {})
-        cabinets.update(str(item).split("|", 1)[0] for item in config.get(items) or [])
-    return cabinets
+        pending[run.run_id] = Counter(str(item).split("|", 1)[0] for item in config.get(items) or [])
+    if pending:
+        with warehouse.connect() as conn:
+            rows = conn.execute(
+                "SELECT run_id, cabinet_id, count(*) FROM sweep_outcomes WHERE run_id = ANY(%s) GROUP BY 1, 2",
+                (list(pending),),
+            ).fetchall()
+        for run_id, cabinet, done in rows:
+            pending[run_id][cabinet] -= done
+    return {cabinet for counts in pending.values() for cabinet, left in counts.items() if left > 0}
 
 
 #: The sync_state feed(s) whose WB pause holds a cabinet's runs of a cadence back (none: never held).
@@ -134,7 +150,7 @@ def plan(
     if feeds:
         with warehouse.connect() as conn:
             paused = paused_cabinets(conn, feeds, datetime.now(tz=MOSCOW))
-    return plan_fanout(active, live, sweep_busy(context.instance, sweep), paused)
+    return plan_fanout(active, live, sweep_busy(context.instance, warehouse, sweep), paused)
 
 
 def window_cursor(raw: str | None, window: int) -> tuple[set[str], int]:
@@ -165,9 +181,9 @@ def window_sweep(
     return SensorResult(run_requests=requests, cursor=cursor)
 
 
-def sweep_busy(instance: DagsterInstance, sweep: Sweep) -> set[str]:
-    """Cabinets with a run of the sweep's sync queued or running, alone or in a sweep."""
-    return busy_cabinets(instance, sweep.cabinet_job.name) | swept_cabinets(instance, sweep.job.name)
+def sweep_busy(instance: DagsterInstance, warehouse: Warehouse, sweep: Sweep) -> set[str]:
+    """Cabinets with a run of the sweep's sync queued or running, alone or in a sweep not done with them."""
+    return busy_cabinets(instance, sweep.cabinet_job.name) | swept_cabinets(instance, warehouse, sweep.job.name)
 
 
 def interval_fanout_sensor(name: str, sweep: Sweep, state_feed: StateFeeds, description: str) -> SensorDefinition:
@@ -285,15 +301,16 @@ def wb_sync_resume_sensor(context: SensorEvaluationContext, warehouse: Warehouse
         active, live = active_cabinets(warehouse)
         with warehouse.connect() as conn:
             due = due_resumes_by_feed(conn, list(RESUMABLE), datetime.now(tz=MOSCOW))
+        if not due:
+            return SkipReason("no paused sync is due")
+        # A sweep of the same sync not done with a cabinet holds it: it resumes a short pause itself.
+        busy = {
+            job.name: busy_cabinets(context.instance, job.name)
+            | swept_cabinets(context.instance, warehouse, f"{job.name}_sweep")
+            for job in {r.job.name: r.job for r in RESUMABLE.values()}.values()
+        }
     except (psycopg.Error, OptimaError) as exc:
         return SkipReason(f"could not read sync_state: {exc.__class__.__name__}: {exc}")
-    if not due:
-        return SkipReason("no paused sync is due")
-    # A sweep of the same sync in flight holds its cabinets too: it resumes a short pause itself.
-    busy = {
-        job.name: busy_cabinets(context.instance, job.name) | swept_cabinets(context.instance, f"{job.name}_sweep")
-        for job in {r.job.name: r.job for r in RESUMABLE.values()}.values()
-    }
     launches = plan_resumes(due, active, live, busy)
     if not launches:
         return SkipReason(f"{len(due)} due, none launchable now (inactive, importing or already running)")

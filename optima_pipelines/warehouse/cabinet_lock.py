@@ -7,7 +7,10 @@ anything of the cabinet's: a session lock on a connection of its own, released w
 and by PostgreSQL itself when the connection goes (the process crashed or was killed).
 
 - A sweep *tries* the lock and moves on to other cabinets when it is held (``try_acquire``), and
-  records the cabinet as account-busy if it stays held.
+  records the cabinet as account-busy if it stays held. Its cabinets' locks share one session of
+  the run (``LockSession``), so that a lock costs no connection of its own: a sweep of eight
+  threads holds one session for its locks, not eight (PostgreSQL's max_connections is shared by
+  every run).
 - A single-cabinet run (a person's request, a partition from the UI, a resume, a retry) *waits*
   for it (``acquire(wait)``): a sweep's cabinet yields at its next page boundary once somebody
   waits (``waited_for``), so the wait is a few seconds, never a whole sweep.
@@ -17,6 +20,7 @@ Dagster-free: it needs only a way to connect to the warehouse.
 
 from __future__ import annotations
 
+import threading
 import zlib
 from collections.abc import Callable
 from types import TracebackType
@@ -40,15 +44,89 @@ def lock_key(cabinet_id: str) -> int:
     return crc - (1 << 32) if crc >= 1 << 31 else crc
 
 
-class CabinetLock:
-    """The lock of one cabinet, on a connection of its own (autocommit: the lock outlives the
-    transactions of the work it guards). Use ``with`` after a successful acquire, or ``held(...)``."""
+def _waited_for(conn: psycopg.Connection, key: int) -> bool:
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+        "AND classid = %s::oid AND objid = %s::oid AND objsubid = 2)",
+        (LOCK_SPACE, key & 0xFFFFFFFF),
+    ).fetchone()
+    return bool(row and row[0])
 
-    def __init__(self, connect: Callable[..., psycopg.Connection], cabinet_id: str):
+
+class LockSession:
+    """One session (autocommit) that holds the locks of many cabinets at once: a sweep's, whose
+    threads try, release and look at their cabinets' locks through it, one statement at a time.
+    PostgreSQL lets a session take the same advisory lock twice, so the session itself refuses a
+    cabinet it already holds (two slots of one cabinet in one repricer sweep stay one at a time).
+    Its locks go with the session: ``close()``, the end of the run, or its process killed."""
+
+    def __init__(self, connect: Callable[..., psycopg.Connection]):
+        self._connect = connect
+        self._conn: psycopg.Connection | None = None
+        self._held: set[int] = set()
+        self._mutex = threading.Lock()
+
+    def _open(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = self._connect()
+            self._conn.autocommit = True
+            self._held.clear()  # a session that went took its locks with it
+        return self._conn
+
+    def lock(self, cabinet_id: str) -> CabinetLock:
+        """The cabinet's lock in this session (not taken yet: ``try_acquire``)."""
+        return CabinetLock(self._connect, cabinet_id, session=self)
+
+    def try_lock(self, key: int) -> bool:
+        with self._mutex:
+            if key in self._held:
+                return False
+            got = self._open().execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_SPACE, key)).fetchone()
+            if got and got[0]:
+                self._held.add(key)
+                return True
+            return False
+
+    def unlock(self, key: int) -> None:
+        with self._mutex:
+            if key not in self._held or self._conn is None:
+                return
+            self._held.discard(key)
+            try:
+                self._conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_SPACE, key))
+            except psycopg.Error:  # the session is broken: closing it releases every lock it held
+                self._conn.close()
+
+    def waited_for(self, key: int) -> bool:
+        with self._mutex:
+            return _waited_for(self._open(), key)
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._conn is not None:
+                conn, self._conn = self._conn, None
+                self._held.clear()
+                conn.close()
+
+    def __enter__(self) -> LockSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class CabinetLock:
+    """The lock of one cabinet: on a connection of its own (autocommit: the lock outlives the
+    transactions of the work it guards), or in a sweep's ``LockSession``. Use ``with`` after a
+    successful acquire, or ``held(...)``."""
+
+    def __init__(self, connect: Callable[..., psycopg.Connection], cabinet_id: str, session: LockSession | None = None):
         self.cabinet_id = cabinet_id
         self.key = lock_key(cabinet_id)
         self._connect = connect
         self._conn: psycopg.Connection | None = None
+        self._session = session
+        self._in_session = False
 
     def _open(self) -> psycopg.Connection:
         if self._conn is None:
@@ -58,6 +136,9 @@ class CabinetLock:
 
     def try_acquire(self) -> bool:
         """Take the lock if it is free; False (and no connection kept) if another holds it."""
+        if self._session is not None:
+            self._in_session = self._session.try_lock(self.key)
+            return self._in_session
         got = self._open().execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_SPACE, self.key)).fetchone()
         if not (got and got[0]):
             self.close()
@@ -66,6 +147,8 @@ class CabinetLock:
 
     def acquire(self, wait_seconds: float) -> None:
         """Take the lock, waiting at most ``wait_seconds`` for its holder; ``CabinetBusy`` after that."""
+        if self._session is not None:
+            raise ValueError("a lock in a sweep's session is tried, never waited for")
         conn = self._open()
         try:
             conn.execute(f"SET lock_timeout = {max(1, int(wait_seconds * 1000))}")
@@ -80,22 +163,17 @@ class CabinetLock:
 
     def waited_for(self) -> bool:
         """Whether another unit of work waits for this lock (a person's run behind a sweep's cabinet)."""
+        if self._in_session and self._session is not None:
+            return self._session.waited_for(self.key)
         if self._conn is None:
             return False
-        row = self._conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-            "AND classid = %s::oid AND objid = %s::oid AND objsubid = 2)",
-            (LOCK_SPACE, self.key & 0xFFFFFFFF),
-        ).fetchone()
-        return bool(row and row[0])
-
-    @property
-    def connection(self) -> psycopg.Connection:
-        """The lock's own connection (autocommit), for bookkeeping that should not open another."""
-        return self._open()
+        return _waited_for(self._conn, self.key)
 
     def close(self) -> None:
         """Release the lock (closing the session releases it, whatever state it is in)."""
+        if self._in_session and self._session is not None:
+            self._in_session = False
+            self._session.unlock(self.key)
         if self._conn is not None:
             conn, self._conn = self._conn, None
             conn.close()

@@ -29,6 +29,7 @@ from typing import Any
 
 from dagster import build_sensor_context
 
+from optima_pipelines.definitions import RESOURCES
 from optima_pipelines.sensors.rnp import rnp_reaggregate_sensor
 from optima_pipelines.sync import finance as fin
 from optima_pipelines.timeutil import MOSCOW, today_moscow
@@ -100,7 +101,8 @@ class Story:
 
 def reaggregate(instance, cursor: str | None, story: Story) -> str | None:
     """One tick of the real re-aggregation sensor, its run requests executed; returns the new cursor."""
-    result = rnp_reaggregate_sensor(build_sensor_context(instance=instance, cursor=cursor))
+    with build_sensor_context(instance=instance, cursor=cursor, resources=RESOURCES) as context:
+        result = rnp_reaggregate_sensor(context)
     for request in getattr(result, "run_requests", None) or []:
         run = execute_request(instance, request)
         for event in run.all_events:

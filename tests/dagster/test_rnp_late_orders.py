@@ -14,6 +14,7 @@ from decimal import Decimal
 import pytest
 from dagster import SkipReason, build_sensor_context
 
+from optima_pipelines.definitions import RESOURCES
 from optima_pipelines.sensors.rnp import rnp_reaggregate_sensor
 from optima_pipelines.timeutil import today_moscow
 from tests.dagster.test_rnp_checks import evaluations
@@ -39,7 +40,8 @@ class Reaggregation:
 
     def tick(self, *, run: bool = True) -> int:
         """One tick; runs what it requests (``run=False``: the requests are lost). Returns their number."""
-        result = rnp_reaggregate_sensor(build_sensor_context(instance=self.instance, cursor=self.cursor))
+        with build_sensor_context(instance=self.instance, cursor=self.cursor, resources=RESOURCES) as context:
+            result = rnp_reaggregate_sensor(context)
         if isinstance(result, SkipReason):
             return 0
         self.cursor = result.cursor

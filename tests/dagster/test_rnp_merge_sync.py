@@ -25,12 +25,12 @@ def cabinets(dagster_instance, warehouse_conn):
 
 
 def nightly(instance, database_url, env, day: date) -> list[RunRequest]:
-    context = build_schedule_context(
+    with build_schedule_context(
         instance=instance,
         scheduled_execution_time=datetime.combine(day, time(6, 0), tzinfo=MOSCOW),
         resources={"warehouse": Warehouse(database_url=database_url, env=env)},
-    )
-    result = rnp_merge_sync(context)
+    ) as context:
+        result = rnp_merge_sync(context)
     assert isinstance(result, list), result
     return result
 
@@ -114,12 +114,12 @@ def test_a_skipped_night_is_harmless(dagster_instance, database_url, optima_env,
 
 
 def test_nothing_to_do_is_a_skip_and_a_failed_read_says_why(dagster_instance, database_url, optima_env, warehouse_conn):
-    context = build_schedule_context(
+    with build_schedule_context(
         instance=dagster_instance,
         scheduled_execution_time=datetime.combine(TODAY, time(6, 0), tzinfo=MOSCOW),
         resources={"warehouse": Warehouse(database_url=database_url, env=optima_env)},
-    )
-    assert isinstance(rnp_merge_sync(context), SkipReason)
-    warehouse_conn.execute("ALTER TABLE cabinets RENAME TO cabinets_away")
-    result = rnp_merge_sync(context)
+    ) as context:
+        assert isinstance(rnp_merge_sync(context), SkipReason)
+        warehouse_conn.execute("ALTER TABLE cabinets RENAME TO cabinets_away")
+        result = rnp_merge_sync(context)
     assert isinstance(result, SkipReason) and "could not plan the nightly merge" in str(result.skip_message)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from dagster import AssetKey, AssetMaterialization, DagsterEventType, SensorResult, SkipReason, build_sensor_context
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from optima_pipelines.definitions import RESOURCES
 from optima_pipelines.ops.metrics import build_registry
 from optima_pipelines.sensors.rnp import rnp_reaggregate_sensor
 from tests.rnp_feeds import (
@@ -42,7 +45,8 @@ def scrape(database_url: str, settings) -> dict[tuple[str, frozenset], float]:
 
 
 def tick(instance, cursor: str | None = None) -> SensorResult | SkipReason:
-    result = rnp_reaggregate_sensor(build_sensor_context(instance=instance, cursor=cursor))
+    with build_sensor_context(instance=instance, cursor=cursor, resources=RESOURCES) as context:
+        result = rnp_reaggregate_sensor(context)
     assert isinstance(result, SensorResult | SkipReason)
     return result
 
@@ -295,3 +299,28 @@ def test_while_recomputes_wait_in_the_queue_new_events_wait_and_are_then_planned
     together = tick(dagster_instance)
     assert isinstance(together, SensorResult)
     assert planned(together) == {(("rnp_sales", "rnp_daily"), f"c1|{TODAY}", f"c2|{TODAY}")}
+
+
+def test_the_sensor_plans_at_most_once_a_minute_and_what_came_meanwhile_goes_together(dagster_instance, monkeypatch):
+    """OPTIMA_REAGGREGATE_EVERY_SECONDS: a window's sweeps report their cabinets in batches; the
+    events after a plan wait for the interval (the cursor stays) and are then planned together."""
+    monkeypatch.setenv("OPTIMA_REAGGREGATE_EVERY_SECONDS", "60")
+    add_cabinets(dagster_instance, "c1", "c2")
+    report_feed_event(dagster_instance, "wb_orders", "c1", TODAY)
+    first = tick(dagster_instance)
+    assert isinstance(first, SensorResult) and planned(first) == {
+        (("rnp_sales", "rnp_daily"), f"c1|{TODAY}", f"c1|{TODAY}")
+    }
+    report_feed_event(dagster_instance, "wb_orders", "c2", TODAY)
+    report_feed_event(dagster_instance, "ad_campaign_stats", "c1", TODAY)
+    held = tick(dagster_instance, first.cursor)
+    assert isinstance(held, SkipReason) and "wait" in str(held.skip_message)
+    # A minute later (the cursor says when it planned): both events in one plan, nothing lost.
+    cursor = json.loads(first.cursor)
+    cursor["planned_at"] -= 61
+    later = tick(dagster_instance, json.dumps(cursor))
+    assert isinstance(later, SensorResult)
+    assert planned(later) == {
+        (("rnp_sales", "rnp_daily"), f"c2|{TODAY}", f"c2|{TODAY}"),
+        (("rnp_ads", "rnp_daily"), f"c1|{TODAY}", f"c1|{TODAY}"),
+    }

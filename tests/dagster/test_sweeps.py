@@ -197,3 +197,32 @@ def test_wb_trouble_past_the_clients_retries_is_retried_by_a_single_cabinet_run(
     due = due_resumes_by_feed(warehouse_conn, list(RESUMABLE), datetime.now(UTC) + timedelta(minutes=2))
     launches = plan_resumes(due, ["s1", "s2"], set(), {})
     assert sorted((c, r.job.name) for c, r, _ in launches) == [("s1", "inventory_sync"), ("s2", "inventory_sync")]
+
+
+def test_a_sweep_still_running_holds_only_the_cabinets_it_is_not_done_with(wb, warehouse_conn, dagster_instance):
+    """The last window's sweep waits out one cabinet's WB pause: the cabinets it is done with are due
+    again in the next window; the one it still works on is not swept twice."""
+    import uuid
+
+    from dagster import DagsterRun, DagsterRunStatus
+
+    from optima_pipelines.sensors.ads import ads_sync_sensor
+
+    sweep = "ads_sync_sweep"
+    running = DagsterRun(
+        job_name=sweep,
+        run_id=str(uuid.uuid4()),
+        status=DagsterRunStatus.STARTED,
+        run_config={"ops": {op_name(sweep): {"config": {"cabinet_ids": ["s1", "s2", "s3"], "window": "w0"}}}},
+    )
+    dagster_instance.add_run(running)
+    warehouse_conn.execute(
+        "INSERT INTO sweep_outcomes (run_id, job, queue, cabinet_id, outcome) VALUES"
+        " (%(run)s, %(job)s, 'rnp-ads-sync', 's1', 'succeeded'), (%(run)s, %(job)s, 'rnp-ads-sync', 's2', 'failed')",
+        {"run": running.run_id, "job": sweep},
+    )
+
+    with build_sensor_context(instance=dagster_instance, resources=RESOURCES) as context:
+        result = ads_sync_sensor(context)
+    launched = [c for r in result.run_requests for c in r.run_config["ops"][op_name(sweep)]["config"]["cabinet_ids"]]
+    assert sorted(launched) == ["s1", "s2", "s4"]

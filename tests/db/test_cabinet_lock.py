@@ -89,3 +89,40 @@ def test_keys_are_stable_signed_int4():
     assert all(-(2**31) <= k < 2**31 for k in keys)
     assert len(keys) == 2000
     assert lock_key("c1") == lock_key("c1")
+
+
+def test_a_sweeps_session_holds_many_cabinets_each_once_and_releases_them(connector):
+    from optima_pipelines.warehouse.cabinet_lock import LockSession
+
+    with LockSession(connector) as session:
+        c1, c2 = session.lock("c1"), session.lock("c2")
+        assert c1.try_acquire() and c2.try_acquire()
+        assert not session.lock("c1").try_acquire(), "the session took a cabinet it already holds"
+        assert not CabinetLock(connector, "c1").try_acquire(), "another session took a held cabinet"
+        c1.close()
+        other = CabinetLock(connector, "c1")
+        assert other.try_acquire(), "c1 stayed locked after its work released it"
+        other.close()
+        assert not CabinetLock(connector, "c2").try_acquire()
+    again = CabinetLock(connector, "c2")
+    assert again.try_acquire(), "closing the session did not release its cabinets"
+    again.close()
+
+
+def test_a_run_waiting_behind_a_sweeps_cabinet_is_seen_and_gets_it_when_released(connector):
+    from optima_pipelines.warehouse.cabinet_lock import LockSession
+
+    with LockSession(connector) as session:
+        lock = session.lock("c1")
+        assert lock.try_acquire() and not lock.waited_for()
+        got: list[float] = []
+        thread = threading.Thread(target=lambda: got.append(held(connector, "c1", 30).close() or time.monotonic()))
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not lock.waited_for():
+            assert time.monotonic() < deadline, "the sweep never saw the waiting run"
+            time.sleep(0.05)
+        released = time.monotonic()
+        lock.close()
+        thread.join(10)
+        assert got and got[0] >= released

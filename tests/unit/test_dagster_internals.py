@@ -167,3 +167,20 @@ def test_dagster_celery_is_the_release_of_the_dagster_pin() -> None:
     )
     assert major == "1"
     assert DAGSTER_CELERY_TASK_ID_TAG == "dagster-celery/task_id"
+
+
+def test_the_postgres_storage_parts_talk_through_the_engine_we_hand_them() -> None:
+    from dagster_postgres import DagsterPostgresStorage
+    from dagster_postgres.event_log import PostgresEventLogStorage
+    from dagster_postgres.run_storage import PostgresRunStorage
+    from dagster_postgres.schedule_storage import PostgresScheduleStorage
+
+    init = inspect.getsource(DagsterPostgresStorage.__init__)
+    for part in ("self._run_storage", "self._event_log_storage", "self._schedule_storage"):
+        assert part in init, f"DagsterPostgresStorage no longer keeps {part}: share_storage_engine cannot reach it"
+    for cls in (PostgresRunStorage, PostgresEventLogStorage, PostgresScheduleStorage):
+        method = next(getattr(cls, name) for name in ("connect", "_connect") if name in vars(cls))
+        assert "create_pg_connection(self._engine)" in inspect.getsource(method), (
+            f"{cls.__name__}.{method.__name__} no longer connects through self._engine: orchestration/storage.py's "
+            "pooled engine would be bypassed and every statement would open a PostgreSQL session again"
+        )

@@ -205,3 +205,21 @@ def test_the_planner_imports_no_dagster() -> None:
 
     code = "import sys, optima_pipelines.orchestration.rnp_plan; sys.exit('dagster' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_runs_are_sized_by_the_cabinets_products():
+    """A sweep's window: 1,000 cabinets of ten products × 3 days is one run; the same cabinets of
+    unknown size (counted as DEFAULT_PRODUCTS) are split as big cabinets are; one big cabinet's 90
+    days stay one run."""
+    cabinets = [f"c{i:04d}" for i in range(1000)]
+    demands = {(c, day): {"rnp_ads"} for c in cabinets for day in (d(-2), d(-1), D)}
+    small = plan_recomputes(demands, cabinets, products=dict.fromkeys(cabinets, 10))
+    assert small == [Recompute(tuple(cabinets), d(-2), D, ("rnp_ads",))]
+    unknown = plan_recomputes(demands, cabinets)
+    assert len(unknown) == 8 and all(r.partitions <= 400 for r in unknown)
+    assert sorted(p for r in unknown for p in r.pairs()) == sorted(demands)
+    big = {("b", d(-n)): {"rnp_sales"} for n in range(90)}
+    assert plan_recomputes(big, ["b"], products={"b": 5000}) == [Recompute(("b",), d(-89), D, ("rnp_sales",))]
+    mixed = plan_recomputes(demands, cabinets, products={**dict.fromkeys(cabinets, 10), "c0500": 5000})
+    assert all(sum(10 if c != "c0500" else 5000 for c in r.cabinets) * r.days <= 2_000_000 for r in mixed)
+    assert sorted(p for r in mixed for p in r.pairs()) == sorted(demands)
