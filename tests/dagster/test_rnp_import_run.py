@@ -67,7 +67,8 @@ def test_an_import_run_writes_its_own_days_to_rnp_daily(wb, warehouse_conn, dags
         assert (table, stats.rows_changed, stats.rows_removed) == (table, 0, 0)
 
     # The re-aggregation the sensor still asks for, on the import's feed events, computes nothing.
-    result = rnp_reaggregate_sensor(build_sensor_context(instance=dagster_instance))
+    with build_sensor_context(instance=dagster_instance, resources=RESOURCES) as context:
+        result = rnp_reaggregate_sensor(context)
     assert isinstance(result, SensorResult)
     assert result.run_requests
     for request in result.run_requests:
