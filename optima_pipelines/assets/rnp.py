@@ -518,17 +518,7 @@ def recompute_in_run(context: OpExecutionContext, warehouse: Warehouse, events: 
             rows = compare_with_feeds(conn, [p for p, ok in zip(pairs, covered, strict=True) if ok])
         for outcome in evaluate_checks(rows, sorted(CHECK_METRICS)):
             # Dagster records an op's check evaluations (its type hints name only materializations).
-            context.log_event(
-                AssetCheckEvaluation(  # type: ignore[arg-type]
-                    asset_key=AssetKey(MART),
-                    check_name=outcome.check_name,
-                    passed=outcome.passed,
-                    severity=AssetCheckSeverity.ERROR,
-                    description=outcome.description,
-                    metadata=outcome.metadata,
-                    partition=cabinet_day_key(outcome.cabinet_id, outcome.day),
-                )
-            )
+            context.log_event(check_evaluation(outcome))  # type: ignore[arg-type]
     except Exception as exc:  # the sensor recomputes what is left stale
         context.log.warning(
             f"the РНП of {len(pairs)} (cabinet, day)s was not recomputed in this run ({exc.__class__.__name__}: "
@@ -650,6 +640,19 @@ def evaluate_checks(rows: Sequence[tuple], check_names: Sequence[str]) -> list[C
     return outcomes
 
 
+def check_evaluation(outcome: CheckOutcome) -> AssetCheckEvaluation:
+    """The Dagster evaluation of one (check, cabinet, day) outcome of rnp_daily's checks."""
+    return AssetCheckEvaluation(
+        asset_key=AssetKey(MART),
+        check_name=outcome.check_name,
+        passed=outcome.passed,
+        severity=AssetCheckSeverity.ERROR,
+        description=outcome.description,
+        metadata=outcome.metadata,
+        partition=cabinet_day_key(outcome.cabinet_id, outcome.day),
+    )
+
+
 @multi_asset_check(
     name="rnp_daily_checks",
     specs=[
@@ -687,15 +690,7 @@ def rnp_daily_checks(context: AssetCheckExecutionContext, warehouse: Warehouse) 
         context.log.info(f"{len(pairs) - len(checked)} partitions have no rnp_daily table partition: not checked")
     names = sorted(k.name for k in context.selected_asset_check_keys)
     for outcome in evaluate_checks(rows, names):
-        yield AssetCheckEvaluation(
-            asset_key=AssetKey(MART),
-            check_name=outcome.check_name,
-            passed=outcome.passed,
-            severity=AssetCheckSeverity.ERROR,
-            description=outcome.description,
-            metadata=outcome.metadata,
-            partition=cabinet_day_key(outcome.cabinet_id, outcome.day),
-        )
+        yield check_evaluation(outcome)
 
 
 #: The job the re-aggregation sensor and the nightly merge launch, with a subset of its assets.
