@@ -8,6 +8,7 @@ against what definitions.py actually registers.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
@@ -26,6 +27,7 @@ from optima_pipelines.orchestration.queues import (
     KB_WB_NEWS_SYNC,
     MAINTENANCE,
     PARTITION_MANAGER,
+    PRIORITY_SCHEDULED,
     RE_AGGREGATE,
     REPRICER_SCHEDULE,
     RNP_ADS_SYNC,
@@ -342,6 +344,18 @@ def cadence(name: str) -> Cadence:
         if c.name == name:
             return c
     raise KeyError(name)
+
+
+def sweep_priority(name: str) -> int:
+    """The queue priority of an interval cadence's sweeps: the shorter its window, the sooner its
+    sweeps leave the queue when windows begin together (at :00 and :30 the increment's, the prices'
+    and the ads' shards are created at once, and the ads' 5-minute window is the one lost waiting),
+    always between re-aggregation (-10) and a person's runs (100): ads 8, the increment and prices 5,
+    the funnel 4, crons the scheduled 0."""
+    seconds = cadence(name).interval_seconds
+    if not seconds:
+        return PRIORITY_SCHEDULED
+    return PRIORITY_SCHEDULED + max(0, min(9, int(math.log2(86400 / seconds))))
 
 
 def stopped_automations() -> set[str]:

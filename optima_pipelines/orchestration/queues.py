@@ -144,11 +144,14 @@ def queue_tags(queue_name: str, *, cabinet_id: str | None = None, priority: int 
     return tags
 
 
-def sweep_tags(queue_name: str, *, cadence: str, window: str, shard: str, cabinets: int) -> dict[str, str]:
-    """The tags of a scheduled sweep run: its queue at scheduled priority, no cabinet (each cabinet
-    takes its lock), the cadence and window it serves, which shard, how many cabinets."""
+def sweep_tags(
+    queue_name: str, *, cadence: str, window: str, shard: str, cabinets: int, priority: int = PRIORITY_SCHEDULED
+) -> dict[str, str]:
+    """The tags of a scheduled sweep run: its queue at a scheduled priority (cadences.sweep_priority),
+    no cabinet (each cabinet takes its lock), the cadence and window it serves, which shard, how many
+    cabinets."""
     return {
-        **queue_tags(queue_name, priority=PRIORITY_SCHEDULED),
+        **queue_tags(queue_name, priority=priority),
         TAG_TRIGGER: "schedule",
         TAG_WINDOW: window,
         TAG_SWEEP: cadence,

@@ -46,7 +46,13 @@ from optima_pipelines.assets.finance import finance_sync_job
 from optima_pipelines.assets.funnel import funnel_sync_job
 from optima_pipelines.assets.inventory import inventory_sync_job
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.orchestration.cadences import cadence, schedule_status, sensor_status, tick_seconds
+from optima_pipelines.orchestration.cadences import (
+    cadence,
+    schedule_status,
+    sensor_status,
+    sweep_priority,
+    tick_seconds,
+)
 from optima_pipelines.orchestration.fanout import IN_FLIGHT, FanoutPlan, active_cabinets, busy_cabinets, plan_fanout
 from optima_pipelines.orchestration.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, TAG_WINDOW, queue_tags, sweep_tags
 from optima_pipelines.orchestration.runconfig import cabinet_run_config, op_name
@@ -101,6 +107,7 @@ def sweep_requests(
                 window=window,
                 shard=f"{first + k + 1}" if first else f"{k + 1}/{len(shards)}",
                 cabinets=len(shard),
+                priority=sweep_priority(cadence_name),
             ),
         )
         for k, shard in enumerate(shards)

@@ -13,6 +13,7 @@ import pytest
 from dagster import build_sensor_context
 
 from optima_pipelines.definitions import RESOURCES, defs
+from optima_pipelines.orchestration.cadences import sweep_priority
 from optima_pipelines.orchestration.queues import TAG_CABINET, TAG_SWEEP, TAG_SWEEP_OUTCOME
 from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.settings import load_settings
@@ -159,6 +160,7 @@ def test_the_sensor_sweeps_a_window_in_shards_once_and_later_only_what_became_du
     shards = [r.run_config["ops"][op_name("ads_sync_sweep")]["config"]["cabinet_ids"] for r in requests]
     assert shards == [["s1", "s2", "s3"], ["s4"]]
     assert all(r.tags[TAG_SWEEP] == "ads_sync_sensor" and TAG_CABINET not in r.tags for r in requests)
+    assert all(r.tags["dagster/priority"] == str(sweep_priority("ads_sync_sensor")) for r in requests)
     assert len({r.run_key for r in requests}) == 2
     window = json.loads(first.cursor)["window"]
 

@@ -231,3 +231,14 @@ def test_a_scheduled_single_cabinet_run_waits_no_longer_than_its_sweep_would():
     assert windows["ads_sync_sweep"] == windows["ads_sync"] == 300
     assert windows["digitization_increment"] == windows["digitization_increment_sweep"]
     assert windows["finance_sync"] == 6 * 3600
+
+
+def test_the_shorter_a_cadences_window_the_sooner_its_sweeps_leave_the_queue():
+    from optima_pipelines.orchestration.cadences import sweep_priority
+    from optima_pipelines.orchestration.queues import PRIORITY_REAGGREGATE, PRIORITY_SCHEDULED, PRIORITY_USER
+
+    ads, increment, funnel = (
+        sweep_priority(n) for n in ("ads_sync_sensor", "digitization_increment_sensor", "funnel_sync_sensor")
+    )
+    assert PRIORITY_USER > ads > increment > funnel >= PRIORITY_SCHEDULED > PRIORITY_REAGGREGATE
+    assert sweep_priority("finance_sync_schedule") == PRIORITY_SCHEDULED  # a cron
