@@ -74,8 +74,14 @@ def recomputed(stack: harness.Stack, cabinet: str, days: set[str], after: int) -
     """The rnp_daily materializations after ``after`` that cover ``days`` of the cabinet, else None."""
     from dagster import AssetKey, AssetRecordsFilter
 
+    # Only this cabinet's days: with N cabinets syncing beside it, rnp_daily has thousands of others.
     records = stack.instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey("rnp_daily"), after_storage_id=after), limit=10_000
+        AssetRecordsFilter(
+            asset_key=AssetKey("rnp_daily"),
+            after_storage_id=after,
+            asset_partitions=[f"{cabinet}|{day}" for day in sorted(days)],
+        ),
+        limit=10_000,
     ).records
     mine = [r for r in records if r.partition_key and r.partition_key.startswith(f"{cabinet}|")]
     covered = {r.partition_key.split("|")[1] for r in mine}  # type: ignore[union-attr]
