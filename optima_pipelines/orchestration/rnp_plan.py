@@ -19,11 +19,14 @@ first loaded moves from its own day to the order's, and the day it left must los
 round, an order that arrives after its report lines (or whose day changes) names in ``finance_days``
 the days its lines leave: rnp_finance of those and of the order's day is recomputed.
 
-Requests are batched without recomputing anything extra: per cabinet, each rollup's days become
-ranges of consecutive days; cabinets with the same (range, rollups), adjacent in the dynamic
-partition order, share one run over the rectangle cabinets × days (a partition range of the
-cabinet × day partitions is exactly that rectangle). A 90-day import of one cabinet is one run;
-a tick in which 50 cabinets synced today's orders is one run too.
+Requests are batched: per cabinet, each rollup's days become ranges of consecutive days; cabinets
+with the same (range, rollups), adjacent in the dynamic partition order, share one run over the
+rectangle cabinets × days (a partition range of the cabinet × day partitions is exactly that
+rectangle), sized by the cabinets' products. A 90-day import of one cabinet is one run. The
+sensor's plans are first widened (``widen``): a recompute skips the pairs whose feeds did not
+change, so the few days and rollups a window's syncs touched, which differ from cabinet to cabinet,
+become one span and one set of rollups, and a window of 1,000 cabinets is one run, not fifteen.
+The nightly merge's forced recompute is planned exactly.
 """
 
 from __future__ import annotations
@@ -199,6 +202,44 @@ def _split(
             group.append(cabinet)
             load += weight
         out.append(Recompute(tuple(group), start, end, recompute.rollups))
+    return out
+
+
+#: A cabinet's demanded days within this many days of each other are widened to one span (``widen``).
+WIDEN_WITHIN_DAYS = 7
+
+
+def widen(demands: Mapping[tuple[str, date], set[str]], cabinet_order: Sequence[str]) -> Demands:
+    """The demands of a watermark-guarded recompute (the sensor's) made into few rectangles.
+
+    A window's syncs leave each cabinet a different mix (ads on three days, today's orders, a
+    stock snapshot...), and cabinets without changes between them: planned exactly, a tick of 1,000
+    cabinets was fifteen runs (bench/scale.py). A recompute skips every pair whose feeds did not
+    change (rnp_watermarks), so asking for more costs a watermark read, not a recompute. Here each
+    cabinet whose demanded days lie within WIDEN_WITHIN_DAYS gets every day of that span; the
+    cabinets of one span get every rollup any of them asked for; and the cabinets between them in
+    ``cabinet_order`` join with the same span and rollups. Cabinets asking for longer ranges (an
+    import of 90 days) keep their exact demands. Never use it for a forced recompute (the nightly
+    merge's): there every pair asked for is recomputed."""
+    days_of: dict[str, set[date]] = defaultdict(set)
+    rollups_of: dict[str, set[str]] = defaultdict(set)
+    for (cabinet, day), wanted in demands.items():
+        days_of[cabinet].add(day)
+        rollups_of[cabinet] |= wanted
+    out: Demands = {pair: set(wanted) for pair, wanted in demands.items()}
+    by_span: dict[tuple[date, date], list[str]] = defaultdict(list)
+    for cabinet, days in days_of.items():
+        first, last = min(days), max(days)
+        if (last - first).days < WIDEN_WITHIN_DAYS:
+            by_span[(first, last)].append(cabinet)
+    position = {c: i for i, c in enumerate(cabinet_order)}
+    for (first, last), cabinets in by_span.items():
+        rollups = set().union(*(rollups_of[c] for c in cabinets))
+        known = [position[c] for c in cabinets if c in position]
+        between = cabinet_order[min(known) : max(known) + 1] if known else []
+        for cabinet in {*cabinets, *between}:
+            for n in range((last - first).days + 1):
+                out.setdefault((cabinet, first + timedelta(n)), set()).update(rollups)
     return out
 
 

@@ -68,6 +68,7 @@ from optima_pipelines.orchestration.rnp_plan import (
     parse_cursor,
     plan_recomputes,
     tick_id,
+    widen,
 )
 from optima_pipelines.partitions import (
     CABINETS,
@@ -229,7 +230,8 @@ def rnp_reaggregate_sensor(context: SensorEvaluationContext, warehouse: Warehous
     except (psycopg.Error, OptimaError) as exc:  # sized as unknown: smaller runs, nothing lost
         context.log.warning(f"could not read the cabinets' sizes: {exc.__class__.__name__}: {exc}")
         sizes = {}
-    plan = plan_recomputes(wanted.demands, known, products=sizes)
+    # The recompute skips every pair whose feeds did not change: the plan may ask for more to need fewer runs.
+    plan = plan_recomputes(widen(wanted.demands, known), known, products=sizes)
     tick = tick_id(read.cursor)
     tags = {**queue_tags(RE_AGGREGATE, priority=PRIORITY_REAGGREGATE), TAG_TRIGGER: "sensor"}
     if read.oldest_at is not None:

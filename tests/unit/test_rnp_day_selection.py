@@ -223,3 +223,33 @@ def test_runs_are_sized_by_the_cabinets_products():
     mixed = plan_recomputes(demands, cabinets, products={**dict.fromkeys(cabinets, 10), "c0500": 5000})
     assert all(sum(10 if c != "c0500" else 5000 for c in r.cabinets) * r.days <= 2_000_000 for r in mixed)
     assert sorted(p for r in mixed for p in r.pairs()) == sorted(demands)
+
+
+def test_a_windows_mixed_changes_are_widened_into_one_run_and_an_import_stays_exact():
+    """What a sweep window leaves: ads on three days for most cabinets, today's orders for some, a
+    stock snapshot for others, and a few without changes between them: widened, one rectangle (the
+    recompute skips the pairs whose feeds did not change); a 90-day import keeps its own run."""
+    from optima_pipelines.orchestration.rnp_plan import widen
+
+    cabinets = [f"c{i:04d}" for i in range(1000)]
+    demands: dict[tuple[str, date], set[str]] = {}
+    for i, c in enumerate(cabinets):
+        if i % 7 == 3:
+            continue  # nothing changed for this one
+        for day in (d(-2), d(-1), D):
+            demands[(c, day)] = {"rnp_ads"} if i % 3 else set()
+        if i % 2:
+            demands[(c, D)].add("rnp_sales")
+    sizes = dict.fromkeys(cabinets, 10)
+    exact = plan_recomputes(demands, cabinets, products=sizes)
+    assert len(exact) > 100  # planned exactly, the mix fragments the rectangles
+    wide = plan_recomputes(widen(demands, cabinets), cabinets, products=sizes)
+    assert wide == [Recompute(tuple(cabinets), d(-2), D, ("rnp_sales", "rnp_ads"))]
+    # Everything demanded is covered.
+    covered = {(p, r) for run in wide for p in run.pairs() for r in run.rollups}
+    assert all((pair, r) in covered for pair, wanted in demands.items() for r in wanted)
+
+    demands[("c0500", d(-89))] = {"rnp_sales"}  # an import reaching 90 days back: not widened
+    with_import = plan_recomputes(widen(demands, cabinets), cabinets, products=sizes)
+    assert Recompute(("c0500",), d(-89), d(-89), ("rnp_sales",)) in with_import
+    assert all(r.days <= 3 for r in with_import if r.start != d(-89))
