@@ -81,6 +81,30 @@ def latencies(stack: harness.Stack, run_ids: list[str]) -> list[tuple[float, flo
     return out
 
 
+#: The phases of a run's latency, each ending at the first event of its type.
+PHASES = (
+    ("queued → dequeued (the daemon's queue pass)", "RUN_STARTING"),
+    ("dequeued → running (launch, broker, worker)", "RUN_START"),
+    ("running → SUCCESS (the run's own events)", "RUN_SUCCESS"),
+)
+
+
+def phases(stack: harness.Stack, run_ids: list[str]) -> dict[str, float]:
+    """p50 seconds of each phase of these runs, from their records and event logs."""
+    from dagster import DagsterEventType, RunsFilter
+
+    spans: dict[str, list[float]] = {name: [] for name, _ in PHASES}
+    for record in stack.instance.get_run_records(RunsFilter(run_ids=run_ids)):
+        at = record.create_timestamp.timestamp()
+        for name, event in PHASES:
+            logs = stack.instance.all_logs(record.dagster_run.run_id, of_type=DagsterEventType[event])
+            if not logs:
+                break
+            spans[name].append(logs[0].timestamp - at)
+            at = logs[0].timestamp
+    return {name: harness.quantile(values, 0.5) for name, values in spans.items() if values}
+
+
 def wait_finished(stack: harness.Stack, run_ids: list[str], timeout: float) -> None:
     from dagster import RunsFilter
 
@@ -107,6 +131,7 @@ def measure(bench: Bench, opts: Any, launcher: str) -> dict[str, Any]:
                 sequential.append(run_id)
             seq = [end - created for created, end in latencies(stack, sequential)]
             seq_load = harness.load_average()
+            seq_phases = phases(stack, sequential)
 
             burst = [stack.launch("trivial") for _ in range(opts.burst)]
             wait_finished(stack, burst, 60 + 10 * opts.burst)
@@ -118,8 +143,11 @@ def measure(bench: Bench, opts: Any, launcher: str) -> dict[str, Any]:
         f"  {launcher}: one at a time p50 {harness.quantile(seq, 0.5):.2f} s (load {seq_load:.2f}); "
         f"burst of {len(times)} {len(times) / span:.2f} runs/s (load {burst_load:.2f})"
     )
+    harness.say(f"  {launcher}: one at a time, where it goes (p50 of each phase): " + "; ".join(
+        f"{name} {seconds:.2f} s" for name, seconds in seq_phases.items()))  # fmt: skip
     return {
         "seq": seq,
+        "seq_phases": seq_phases,
         "seq_load": seq_load,
         "times": times,
         "burst_lat": burst_lat,

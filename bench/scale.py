@@ -1,7 +1,7 @@
 """Scale: N cabinets with every schedule and sensor on, for a fixed wall time; which cadences hold.
 
     python bench/scale.py [--quick] [--cabinets 200,1000] [--cadence-scale 1] [--wall 2100] [--warmup 300]
-                          [--sync-concurrency 5] [--max-runs 6]
+                          [--sync-concurrency 5] [--max-runs 8]
 
 For each N, the real deployment (`optima-pipelines dev`) on a scratch database and the WB
 simulator on localhost with N cabinets (its clock and WB's rate limits ``--time-scale`` times
@@ -73,7 +73,7 @@ OPTIONS = [
     ),
     Option("time-scale", 60.0, 60.0, "the simulator's clock and WB's limits run this much faster", kind="float"),
     Option("sync-concurrency", 5, 5, "SYNC_QUEUE_CONCURRENCY of the deployment (its default: 5)"),
-    Option("max-runs", 6, 6, "OPTIMA_MAX_CONCURRENT_RUNS of the deployment (its default: 6)"),
+    Option("max-runs", 8, 8, "OPTIMA_MAX_CONCURRENT_RUNS of the deployment (its default: 8, of which the user lane keeps 2)"),
 ]
 
 SENSOR_TICKS = """

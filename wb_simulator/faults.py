@@ -170,6 +170,11 @@ class Faults:
         with self._lock:
             self._rules.clear()
 
+    def remove(self, rule: FaultRule) -> None:
+        """Drop one rule (``set`` returned it); the others stay."""
+        with self._lock:
+            self._rules = [r for r in self._rules if r is not rule]
+
     @property
     def rules(self) -> list[FaultRule]:
         with self._lock:

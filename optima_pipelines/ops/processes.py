@@ -94,7 +94,7 @@ def daemon_argv(workspace: Path) -> list[str]:
 
 #: Processes of one run worker (``serve run-worker``): as many as dagster.yaml's max_concurrent_runs,
 #: so that every run the queue lets through finds a warm process at once.
-RUN_WORKER_CONCURRENCY = 6
+RUN_WORKER_CONCURRENCY = 8
 
 
 def run_worker_argv(concurrency: int, name: str) -> list[str]:

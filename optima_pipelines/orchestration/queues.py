@@ -11,7 +11,13 @@ from dataclasses import dataclass
 
 TAG_CABINET = "optima/cabinet"  # the cabinet gate: one WB-talking run per cabinet (dagster.yaml)
 TAG_QUEUE = "optima/queue"  # the original queue name, e.g. digitization-sync
-TAG_QUEUE_CLASS = "optima/queue-class"  # "sync" for the six sync queues (SYNC_QUEUE_CONCURRENCY)
+TAG_QUEUE_CLASS = "optima/queue-class"  # "sync": scheduled work of the six sync queues (SYNC_QUEUE_CONCURRENCY)
+#: Who waits for the run: a person or a request ("user") or nobody ("scheduled": schedules and
+#: sensors). dagster.yaml gives each lane its own share of max_concurrent_runs, so a user's run never
+#: waits for scheduled sweeps to finish, only for its own cabinet.
+TAG_LANE = "optima/lane"
+LANE_USER = "user"
+LANE_SCHEDULED = "scheduled"
 TAG_SERIAL_QUEUE = "optima/serial-queue"  # queues that run one at a time
 TAG_REQUEST_ID = "optima/request-id"  # the request row a run serves
 TAG_TRIGGER = "optima/trigger"  # schedule | sensor | user | backfill | manual
@@ -129,11 +135,22 @@ def queue_for_assets(asset_keys: Iterable[str]) -> Queue | None:
     return queues[0] if queues else None
 
 
-def queue_tags(queue_name: str, *, cabinet_id: str | None = None, priority: int | None = None) -> dict[str, str]:
-    """The tags a run of this queue carries (schedules and sensors call this when they request runs)."""
+def queue_tags(
+    queue_name: str, *, cabinet_id: str | None = None, priority: int | None = None, lane: str | None = None
+) -> dict[str, str]:
+    """The tags a run of this queue carries (schedules and sensors call this when they request runs).
+
+    The lane follows the priority when it is not given: user priority is the user lane, any other
+    priority the scheduled lane. Without either (a job's own tags, which every launch of it carries,
+    a person's included) the run coordinator decides the lane from the run's trigger. Only the
+    scheduled lane's sync runs share the sync queues' limit."""
     q = QUEUES[queue_name]
     tags = {TAG_QUEUE: q.name}
-    if q.sync:
+    if lane is None and priority is not None:
+        lane = LANE_USER if priority >= PRIORITY_USER else LANE_SCHEDULED
+    if lane is not None:
+        tags[TAG_LANE] = lane
+    if q.sync and lane == LANE_SCHEDULED:
         tags[TAG_QUEUE_CLASS] = "sync"
     if q.serial:
         tags[TAG_SERIAL_QUEUE] = q.name

@@ -17,10 +17,14 @@ from dagster import DagsterRun, QueuedRunCoordinator, SubmitRunContext
 from optima_pipelines.orchestration.dagster_internals import registered_instance, replace_run_queue_config
 from optima_pipelines.orchestration.queues import (
     QUEUES,
+    LANE_SCHEDULED,
+    LANE_USER,
     TAG_CABINET,
+    TAG_LANE,
     TAG_QUEUE,
     TAG_QUEUE_CLASS,
     TAG_SWEEP,
+    TAG_TRIGGER,
     queue_for_assets,
     queue_tags,
 )
@@ -50,6 +54,28 @@ def cabinet_from_run_config(run_config: Mapping[str, Any] | None) -> str | None:
     return cabinets.pop() if len(cabinets) == 1 else None
 
 
+#: Triggers of the runs nobody waits for; every other run (the UI, the CLI, a backfill, a request) is
+#: a person's or a request's.
+SCHEDULED_TRIGGERS = frozenset({"schedule", "sensor"})
+
+
+#: Dagster's own tags on the runs its schedules and sensors create.
+DAGSTER_LAUNCHER_TAGS = ("dagster/schedule_name", "dagster/sensor_name")
+
+
+def run_lane(tags: Mapping[str, str]) -> str:
+    """The run's lane: its own tag (a request's runs carry the user lane although a sensor creates
+    them), else scheduled for sweeps and what schedules and sensors launch, else user."""
+    if tags.get(TAG_LANE) in (LANE_USER, LANE_SCHEDULED):
+        return tags[TAG_LANE]
+    scheduled = (
+        TAG_SWEEP in tags
+        or tags.get(TAG_TRIGGER) in SCHEDULED_TRIGGERS
+        or any(tag in tags for tag in DAGSTER_LAUNCHER_TAGS)
+    )
+    return LANE_SCHEDULED if scheduled else LANE_USER
+
+
 def derive_gate_tags(
     tags: Mapping[str, str], asset_keys: list[str], run_config: Mapping[str, Any] | None = None
 ) -> dict[str, str]:
@@ -63,13 +89,14 @@ def derive_gate_tags(
         cabinet = start if start is not None and start == end else MULTI_CABINET
     if cabinet is None and queue.talks_to_wb and TAG_SWEEP not in tags:
         cabinet = MULTI_CABINET
-    wanted = queue_tags(queue.name, cabinet_id=cabinet)
+    wanted = queue_tags(queue.name, cabinet_id=cabinet, lane=run_lane(tags))
     return {k: v for k, v in wanted.items() if tags.get(k) != v}
 
 
 class OptimaRunCoordinator(QueuedRunCoordinator):
-    """QueuedRunCoordinator that tags runs for the cabinet gate and reads SYNC_QUEUE_CONCURRENCY and
-    OPTIMA_MAX_CONCURRENT_RUNS over dagster.yaml's limits."""
+    """QueuedRunCoordinator that tags runs for the cabinet gate and their lane, and reads
+    SYNC_QUEUE_CONCURRENCY and OPTIMA_MAX_CONCURRENT_RUNS over dagster.yaml's limits. The scheduled
+    lane gets what the user lane leaves of the ceiling (unless dagster.yaml limits it itself)."""
 
     def submit_run(self, context: SubmitRunContext) -> DagsterRun:
         run = context.dagster_run
@@ -88,12 +115,17 @@ class OptimaRunCoordinator(QueuedRunCoordinator):
         settings = load_settings()
         if settings.max_concurrent_runs is not None:
             config = replace_run_queue_config(config, max_concurrent_runs=settings.max_concurrent_runs)
-        limit = settings.sync_queue_concurrency
-        if limit is None:
-            return config
-        limits: list[dict[str, Any]] = []
-        for item in config.tag_concurrency_limits:
-            if item.get("key") == TAG_QUEUE_CLASS and item.get("value") == "sync":
-                item = {**item, "limit": limit}
-            limits.append(dict(item))
+        limits = [dict(item) for item in config.tag_concurrency_limits]
+        for item in limits:
+            if settings.sync_queue_concurrency is not None and _limits(item, TAG_QUEUE_CLASS, "sync"):
+                item["limit"] = settings.sync_queue_concurrency
+        user_lane = [int(item["limit"]) for item in limits if _limits(item, TAG_LANE, LANE_USER)]
+        if user_lane and not any(_limits(item, TAG_LANE, LANE_SCHEDULED) for item in limits):
+            # What the user lane leaves of the ceiling is the scheduled lane's.
+            scheduled = max(1, config.max_concurrent_runs - user_lane[0])
+            limits.append({"key": TAG_LANE, "value": LANE_SCHEDULED, "limit": scheduled})
         return replace_run_queue_config(config, tag_concurrency_limits=limits)
+
+
+def _limits(item: Mapping[str, Any], key: str, value: str) -> bool:
+    return item.get("key") == key and item.get("value") == value

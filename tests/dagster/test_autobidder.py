@@ -27,11 +27,9 @@ def test_a_request_runs_at_user_priority_and_ends_succeeded_with_the_run_id(wb, 
     assert run_request.job_name == "autobidder_sync"
     assert run_request.run_key == f"request-{request_id}"
     tags = run_request.tags
-    assert (tags["optima/queue"], tags["optima/queue-class"], tags["optima/cabinet"]) == (
-        "autobidder-sync",
-        "sync",
-        "c1",
-    )
+    # The user lane: it waits for its cabinet, never for the sync queues' scheduled sweeps.
+    assert (tags["optima/queue"], tags["optima/lane"], tags["optima/cabinet"]) == ("autobidder-sync", "user", "c1")
+    assert "optima/queue-class" not in tags
     assert int(tags["dagster/priority"]) > 0
 
     run = defs.get_job_def("autobidder_sync").execute_in_process(

@@ -21,7 +21,7 @@ import pytest
 from dagster import DagsterEventType, DagsterRunStatus, RunRecord, RunsFilter
 
 from optima_pipelines.ops.processes import GRPC_WORKSPACE, LOCATION_NAME
-from optima_pipelines.orchestration.queues import TAG_CABINET, TAG_QUEUE_CLASS, TAG_SKIPPED
+from optima_pipelines.orchestration.queues import TAG_CABINET, TAG_LANE, TAG_QUEUE_CLASS, TAG_SKIPPED
 from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse import requests as outbox
@@ -242,7 +242,11 @@ def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore
         assert overlapping_calls(stack.sim, cabinet) == [], f"two units of work talked to WB for {cabinet} at once"
     sync = [(r.start_time, r.end_time) for r in finished if r.dagster_run.tags.get(TAG_QUEUE_CLASS) == "sync"]
     assert max_concurrent(sync) <= 2  # SYNC_QUEUE_CONCURRENCY=2 for this deployment
-    assert max_concurrent(sync) == 2, "the test never loaded the queue enough to reach the limit"
+    # The imports, the backfill, the button and the shell's launch are people's runs: the user lane's 2.
+    user = [(r.start_time, r.end_time) for r in finished if r.dagster_run.tags.get(TAG_LANE) == "user"]
+    assert len(user) >= 2 + 6 + 1 + 1
+    assert max_concurrent(user) <= 2
+    assert max_concurrent(user) == 2, "the test never loaded the user lane enough to reach its limit"
 
 
 def test_a_user_request_overtakes_queued_scheduled_runs_and_stale_ones_are_skipped(busy_stack):  # type: ignore[no-untyped-def]
@@ -300,6 +304,54 @@ def test_a_user_request_overtakes_queued_scheduled_runs_and_stale_ones_are_skipp
         assert run.status == DagsterRunStatus.CANCELED
         messages = [e.message for e in stack.instance.all_logs(run.run_id, of_type=DagsterEventType.ENGINE_EVENT)]
         assert any(m.startswith("skipped: account-busy") for m in messages), messages
+
+
+def test_a_user_import_does_not_wait_for_the_scheduled_sync_runs_to_end(busy_stack):  # type: ignore[no-untyped-def]
+    """Scheduled sync work holds every sync slot for a long time (a sweep over many cabinets would):
+    a user's import of another cabinet starts at once in its own lane, while they still run."""
+    stack, dev = busy_stack, busy_stack.dev
+    # Every ad call answers after 45 s until the import is done.
+    slow = stack.sim.faults.set("GET advert/*", latency_s=45)
+    try:
+        blockers = [
+            launch_run(dev, "ads_sync", cabinet_run_config("ads_sync", cabinet), {"optima/trigger": "schedule"})
+            for cabinet in ("g2", "g3")
+        ]
+
+        def blocking() -> bool:
+            statuses = [stack.instance.get_run_by_id(run_id).status for run_id in blockers]
+            return slow.seen >= 2 and all(s == DagsterRunStatus.STARTED for s in statuses)
+
+        wait_until(blocking, 120, "both scheduled ad syncs to hold the sync queues' 2 slots", dev)
+        for run_id in blockers:
+            tags = stack.instance.get_run_by_id(run_id).tags
+            assert (tags[TAG_LANE], tags[TAG_QUEUE_CLASS]) == ("scheduled", "sync")
+        with stack.warehouse() as conn:
+            request_id = outbox.create_request(
+                conn, "import-user-feeds", "g4", {"dateFrom": (today_moscow() - timedelta(days=2)).isoformat()}
+            )
+
+        def request_finished() -> bool:
+            with stack.warehouse() as conn:
+                return outbox.get_request(conn, request_id).status in ("succeeded", "failed")
+
+        wait_until(request_finished, 120, "the user's import to finish", dev)
+        with stack.warehouse() as conn:
+            request = outbox.get_request(conn, request_id)
+        assert request.status == "succeeded", request.error
+        user = stack.instance.get_run_record_by_id(request.run_id)
+        assert user is not None and user.dagster_run.tags[TAG_LANE] == "user"
+        assert TAG_QUEUE_CLASS not in user.dagster_run.tags
+        # It ran, start to end, while both scheduled runs still held their slots.
+        for run_id in blockers:
+            blocker = stack.instance.get_run_record_by_id(run_id)
+            assert blocker is not None and blocker.start_time is not None
+            assert blocker.end_time is None or blocker.end_time > user.end_time, "the import waited for a scheduled run"
+    finally:
+        stack.sim.faults.remove(slow)
+    wait_until(
+        lambda: all(stack.instance.get_run_by_id(r).status in FINISHED for r in blockers), 180, "the ad syncs", dev
+    )
 
 
 @pytest.fixture(scope="module")
