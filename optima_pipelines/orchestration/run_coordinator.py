@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dagster import DagsterRun, QueuedRunCoordinator, SubmitRunContext
+from dagster import DagsterRun, Field, QueuedRunCoordinator, SubmitRunContext
 
 from optima_pipelines.orchestration.dagster_internals import registered_instance, replace_run_queue_config
 from optima_pipelines.orchestration.queues import (
@@ -32,6 +32,8 @@ from optima_pipelines.partitions import RANGE_END_TAG, RANGE_START_TAG
 from optima_pipelines.settings import load_settings
 
 PARTITION_CABINET_TAG = "dagster/partition/cabinet"
+#: Our own setting in dagster.yaml: the queue pass's interval in fractions of a second.
+DEQUEUE_EVERY = "dequeue_every_seconds"
 #: A WB-talking run whose cabinet cannot be derived (several cabinets in one run, or none given)
 #: and that is not a sweep (whose cabinets take their own locks) is gated under this one value, so such runs at least serialise among themselves. None of our
 #: definitions produce one (WB assets have no multi-partition backfill policy, WB jobs require a
@@ -97,6 +99,35 @@ class OptimaRunCoordinator(QueuedRunCoordinator):
     """QueuedRunCoordinator that tags runs for the cabinet gate and their lane, and reads
     SYNC_QUEUE_CONCURRENCY and OPTIMA_MAX_CONCURRENT_RUNS over dagster.yaml's limits. The scheduled
     lane gets what the user lane leaves of the ceiling (unless dagster.yaml limits it itself)."""
+
+    def __init__(self, *args: Any, dequeue_every_seconds: float | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._dequeue_every_seconds = dequeue_every_seconds
+
+    @classmethod
+    def config_type(cls):  # type: ignore[no-untyped-def]
+        return {
+            **super().config_type(),
+            DEQUEUE_EVERY: Field(
+                float,
+                is_required=False,
+                description="Seconds between the daemon's queue passes, below Dagster's whole seconds "
+                "(its loop waits in 0.5-s steps, so 0.5 is the floor); replaces dequeue_interval_seconds.",
+            ),
+        }
+
+    @classmethod
+    def from_config_value(cls, inst_data, config_value):  # type: ignore[no-untyped-def]
+        coordinator = super().from_config_value(
+            inst_data, {k: v for k, v in config_value.items() if k != DEQUEUE_EVERY}
+        )
+        coordinator._dequeue_every_seconds = config_value.get(DEQUEUE_EVERY)
+        return coordinator
+
+    @property
+    def dequeue_interval_seconds(self) -> float:  # type: ignore[override]
+        # The daemon builds its queue loop with this interval (IntervalDaemon takes any number).
+        return self._dequeue_every_seconds or super().dequeue_interval_seconds
 
     def submit_run(self, context: SubmitRunContext) -> DagsterRun:
         run = context.dagster_run

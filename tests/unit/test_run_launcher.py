@@ -44,7 +44,7 @@ def test_the_sqla_transport_polls_quickly_and_is_found_by_its_alias() -> None:
 
     run_launcher.make_celery_app({"OPTIMA_DAGSTER_STORAGE_URL": STORAGE})
     transport = resolve_transport(run_launcher.SQLA_TRANSPORT_ALIAS)
-    assert transport.polling_interval == 0.2
+    assert transport.polling_interval == 0.1
     assert transport.__mro__[1].__module__ == "kombu.transport.sqlalchemy"
 
 
