@@ -103,6 +103,27 @@ def swept(stack, job: str, outcome: str = "succeeded", after: float = 0.0) -> se
     return {r[0] for r in rows}
 
 
+def user_import(stack, cabinet: str, timeout: float) -> RunRecord:  # type: ignore[no-untyped-def]
+    """A user's import of the cabinet's last 2 days, as the backend asks for it: its run, once the
+    request succeeded."""
+    with stack.warehouse() as conn:
+        request_id = outbox.create_request(
+            conn, "import-user-feeds", cabinet, {"dateFrom": (today_moscow() - timedelta(days=2)).isoformat()}
+        )
+
+    def request_finished() -> bool:
+        with stack.warehouse() as conn:
+            return outbox.get_request(conn, request_id).status in ("succeeded", "failed")
+
+    wait_until(request_finished, timeout, "the user's import to finish", stack.dev)
+    with stack.warehouse() as conn:
+        request = outbox.get_request(conn, request_id)
+    assert request.status == "succeeded", request.error
+    user = stack.instance.get_run_record_by_id(request.run_id)
+    assert user is not None
+    return user
+
+
 def overlapping_calls(sim, cabinet: str) -> list:  # type: ignore[no-untyped-def]
     """Pairs of the cabinet's WB calls that were in flight at once (the simulator's journal)."""
     calls = sorted(sim.journal.calls(cabinet), key=lambda c: c.started)
@@ -260,21 +281,7 @@ def test_a_user_request_overtakes_queued_scheduled_runs_and_stale_ones_are_skipp
         )
         for i in range(20)
     ]
-    with stack.warehouse() as conn:
-        request_id = outbox.create_request(
-            conn, "import-user-feeds", "g1", {"dateFrom": (today_moscow() - timedelta(days=2)).isoformat()}
-        )
-
-    def request_finished() -> bool:
-        with stack.warehouse() as conn:
-            return outbox.get_request(conn, request_id).status in ("succeeded", "failed")
-
-    wait_until(request_finished, 240, "the user's import to finish", dev)
-    with stack.warehouse() as conn:
-        request = outbox.get_request(conn, request_id)
-    assert request.status == "succeeded", request.error
-    user = stack.instance.get_run_record_by_id(request.run_id)
-    assert user is not None
+    user = user_import(stack, "g1", timeout=240)
 
     # Of the g1 runs the queue let out after the user's run entered it, the user's came first.
     def event_time(run_id: str, event_type: DagsterEventType) -> float | None:
@@ -326,21 +333,8 @@ def test_a_user_import_does_not_wait_for_the_scheduled_sync_runs_to_end(busy_sta
         for run_id in blockers:
             tags = stack.instance.get_run_by_id(run_id).tags
             assert (tags[TAG_LANE], tags[TAG_QUEUE_CLASS]) == ("scheduled", "sync")
-        with stack.warehouse() as conn:
-            request_id = outbox.create_request(
-                conn, "import-user-feeds", "g4", {"dateFrom": (today_moscow() - timedelta(days=2)).isoformat()}
-            )
-
-        def request_finished() -> bool:
-            with stack.warehouse() as conn:
-                return outbox.get_request(conn, request_id).status in ("succeeded", "failed")
-
-        wait_until(request_finished, 120, "the user's import to finish", dev)
-        with stack.warehouse() as conn:
-            request = outbox.get_request(conn, request_id)
-        assert request.status == "succeeded", request.error
-        user = stack.instance.get_run_record_by_id(request.run_id)
-        assert user is not None and user.dagster_run.tags[TAG_LANE] == "user"
+        user = user_import(stack, "g4", timeout=120)
+        assert user.dagster_run.tags[TAG_LANE] == "user"
         assert TAG_QUEUE_CLASS not in user.dagster_run.tags
         # It ran, start to end, while both scheduled runs still held their slots.
         for run_id in blockers:
