@@ -12,7 +12,7 @@ materialization of every day of [dateFrom, today] for that cabinet.
 Baseline, same run: the work itself, i.e. the execution time of the import run (which recomputes
 its own days' РНП) plus that of any re-aggregation run that wrote one of those days, each from its
 start in its worker to its end. ``--launcher`` picks the run launcher (OPTIMA_RUN_LAUNCHER:
-``default``, a new process per run, or ``celery``, warm run workers).
+``celery``, warm run workers, the default, or ``spawn``, a new process per run).
 The difference is what the orchestration adds: sensor intervals, the queue, the run workers'
 start-up. ``--background N`` adds N cabinets the deployment syncs on its own cadences (sweeps)
 all along, to time the requests under that load.
@@ -39,7 +39,7 @@ OPTIONS = [
     Option("requests", 6, 2, "import requests (one cabinet each, made one at a time)"),
     Option("days", 14, 3, "days each import covers (dateFrom = today - days + 1)"),
     Option("background", 0, 0, "more cabinets the deployment syncs on its own cadences while the requests are timed"),
-    Option("launcher", "default", "default", "OPTIMA_RUN_LAUNCHER of the deployment: default or celery", kind="str"),
+    Option("launcher", "celery", "celery", "OPTIMA_RUN_LAUNCHER of the deployment: celery or spawn", kind="str"),
 ]
 
 

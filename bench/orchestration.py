@@ -1,6 +1,6 @@
 """Orchestration overhead: trivial queued runs through the real daemon, against the process floor.
 
-    python bench/orchestration.py [--quick] [--sequential 10] [--burst 60] [--launchers default,celery,forkserver]
+    python bench/orchestration.py [--quick] [--sequential 10] [--burst 60] [--launchers spawn,celery,forkserver]
 
 Starts the real deployment (`optima-pipelines dev -m bench.location`: code server, daemon, webserver
 on the project's dagster.yaml, its run coordinator and queue) with a location whose only job does
@@ -15,10 +15,10 @@ worker is such a process), and one that imports our definitions (what a producti
 loads before its first line of work).
 
 ``--launchers``: the deployment is started once per launcher, one after the other, in the same run
-(issue 17): ``default`` (Dagster's DefaultRunLauncher: the code server spawns a fresh process per
-run), ``celery`` (OPTIMA_RUN_LAUNCHER=celery: warm run workers fed by Celery on PostgreSQL, the
+(issue 17): ``spawn`` (Dagster's DefaultRunLauncher: the code server spawns a fresh process per
+run), ``celery`` (OPTIMA_RUN_LAUNCHER=celery, the deployment's default: warm run workers fed by Celery on PostgreSQL, the
 embedded default broker; ``celery-redis`` the same on the Redis at OPTIMA_BENCH_REDIS_URL, default
-redis://127.0.0.1:6379/15), ``forkserver`` (the default launcher, its run workers forked from a
+redis://127.0.0.1:6379/15), ``forkserver`` (the spawn launcher, its run workers forked from a
 forkserver that preloaded Dagster and the definitions: OPTIMA_CODE_SERVER_FORKSERVER=1).
 """
 
@@ -44,17 +44,17 @@ OPTIONS = [
     Option("sequential", 10, 3, "runs launched one at a time"),
     Option("burst", 60, 8, "runs launched at once"),
     Option("floor-repeat", 5, 2, "process starts timed for the floor (the median counts)"),
-    Option("launchers", "default,celery", "default,celery", "run launchers measured, one deployment each", kind="str"),
+    Option("launchers", "spawn,celery", "spawn,celery", "run launchers measured, one deployment each", kind="str"),
 ]
 
 LAUNCHER_ENV: dict[str, dict[str, str]] = {
-    "default": {"OPTIMA_RUN_LAUNCHER": "default"},
+    "spawn": {"OPTIMA_RUN_LAUNCHER": "spawn"},
     "celery": {"OPTIMA_RUN_LAUNCHER": "celery"},
     "celery-redis": {
         "OPTIMA_RUN_LAUNCHER": "celery",
         "OPTIMA_RUN_WORKER_BROKER_URL": os.environ.get("OPTIMA_BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"),
     },
-    "forkserver": {"OPTIMA_RUN_LAUNCHER": "default", "OPTIMA_CODE_SERVER_FORKSERVER": "1"},
+    "forkserver": {"OPTIMA_RUN_LAUNCHER": "spawn", "OPTIMA_CODE_SERVER_FORKSERVER": "1"},
 }
 
 

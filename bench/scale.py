@@ -73,7 +73,12 @@ OPTIONS = [
     ),
     Option("time-scale", 60.0, 60.0, "the simulator's clock and WB's limits run this much faster", kind="float"),
     Option("sync-concurrency", 5, 5, "SYNC_QUEUE_CONCURRENCY of the deployment (its default: 5)"),
-    Option("max-runs", 8, 8, "OPTIMA_MAX_CONCURRENT_RUNS of the deployment (its default: 8, of which the user lane keeps 2)"),
+    Option(
+        "max-runs",
+        8,
+        8,
+        "OPTIMA_MAX_CONCURRENT_RUNS of the deployment (its default: 8, of which the user lane keeps 2)",
+    ),
 ]
 
 SENSOR_TICKS = """
@@ -546,7 +551,7 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
             for job, d in sorted(durations.items(), key=lambda kv: -len(kv[1]))
         )
     )
-    if env.variables.get("OPTIMA_RUN_LAUNCHER", os.environ.get("OPTIMA_RUN_LAUNCHER", "default")) == "celery":
+    if env.variables.get("OPTIMA_RUN_LAUNCHER", os.environ.get("OPTIMA_RUN_LAUNCHER", "celery")) == "celery":
         lines.append("where the run workers' CPU went by job: not told apart (a warm run worker runs many jobs' runs)")
     else:
         lines.append(

@@ -61,13 +61,13 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "prune_runs maintenance job (failed runs are kept). Default 7.",
     "OPTIMA_PARTITION_RETENTION_MONTHS": "Months of rnp_daily (and its rollups) kept before the current one: "
     "the weekly partition-manager drops older table partitions. Default 24, at least 3.",
-    "OPTIMA_RUN_LAUNCHER": "How a run's worker starts: default (Dagster's DefaultRunLauncher, a fresh process per run "
-    "that imports Dagster and the definitions) or celery (a task in a long-lived, already warm run worker, "
-    "`optima-pipelines serve run-worker`; dev starts one). Default default.",
+    "OPTIMA_RUN_LAUNCHER": "How a run's worker starts: celery (a task in a long-lived, already warm run worker, "
+    "`optima-pipelines serve run-worker`; dev starts one) or spawn (Dagster's DefaultRunLauncher: the code server "
+    "spawns a fresh process per run that imports Dagster and the definitions). Default celery.",
     "OPTIMA_RUN_WORKER_BROKER_URL": "With OPTIMA_RUN_LAUNCHER=celery: the Celery broker that hands runs to the run workers "
     "(redis://host:6379/0 in production). Unset: kombu's SQLAlchemy transport on Dagster's own PostgreSQL schema "
     "(no new server; termination then goes through the run's status, as it always does).",
-    "OPTIMA_CODE_SERVER_FORKSERVER": "1: the code server forks the default launcher's run workers from a forkserver that "
+    "OPTIMA_CODE_SERVER_FORKSERVER": "1: with OPTIMA_RUN_LAUNCHER=spawn, the code server forks the run workers from a forkserver that "
     "imported Dagster and the definitions once (issue 17's way (b), kept for bench/orchestration.py's comparison; "
     "OPTIMA_RUN_LAUNCHER=celery is the faster way). Default unset (spawn, Dagster's own).",
     "OPTIMA_AUTOMATIONS_STOPPED": "Sensors and schedules that start stopped in this deployment, comma-separated "
@@ -211,12 +211,12 @@ def load_settings() -> Settings:
     )
 
 
-RUN_LAUNCHERS = ("default", "celery")
+RUN_LAUNCHERS = ("celery", "spawn")
 
 
 def run_launcher_choice(environ: Mapping[str, str] | None = None) -> str:
-    """OPTIMA_RUN_LAUNCHER, checked: ``default`` or ``celery``."""
-    value = (os.environ if environ is None else environ).get("OPTIMA_RUN_LAUNCHER", "").strip().lower() or "default"
+    """OPTIMA_RUN_LAUNCHER, checked: ``celery`` (the default: warm run workers) or ``spawn``."""
+    value = (os.environ if environ is None else environ).get("OPTIMA_RUN_LAUNCHER", "").strip().lower() or "celery"
     if value not in RUN_LAUNCHERS:
         raise ConfigError(f"OPTIMA_RUN_LAUNCHER must be one of {', '.join(RUN_LAUNCHERS)}, got {value!r}")
     return value

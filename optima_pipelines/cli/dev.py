@@ -72,11 +72,11 @@ def _raise_stop(_signum, _frame):  # type: ignore[no-untyped-def]
     default=1,
     show_default=True,
     type=click.IntRange(1, 16),
-    help="With OPTIMA_RUN_LAUNCHER=celery: how many run worker processes (`serve run-worker`) to start.",
+    help="How many run worker processes (`serve run-worker`) to start (none with OPTIMA_RUN_LAUNCHER=spawn).",
 )
 def dev_cmd(host: str, port: int, metrics_port: int, module: str, run_workers: int) -> None:
     """Run the Dagster UI, the daemon, the code server and the metrics process (Ctrl-C stops all);
-    with OPTIMA_RUN_LAUNCHER=celery, the warm run workers too."""
+    and the warm run workers (unless OPTIMA_RUN_LAUNCHER=spawn)."""
     cli = [sys.executable, "-m", "optima_pipelines.cli"]
     launcher = run_launcher_choice()
     with open_deployment() as dep:

@@ -80,7 +80,7 @@ def daemon_cmd(code_server: str, wait: int) -> None:
 )
 @click.option("--name", default="optima", show_default=True, help="Worker name (NAME@host): unique per host.")
 def run_worker_cmd(module: str, concurrency: int, name: str) -> None:
-    """Warm run workers (OPTIMA_RUN_LAUNCHER=celery): execute runs taken from the broker in processes
+    """Warm run workers (the default OPTIMA_RUN_LAUNCHER=celery): execute runs taken from the broker in processes
     that imported Dagster and the definitions once. Run as many as you like, on any host that reaches
     the database and the broker."""
     from optima_pipelines.orchestration.run_launcher import prepare_broker

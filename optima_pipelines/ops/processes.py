@@ -2,13 +2,14 @@
 
 Four processes (five with warm run workers), each an ``optima-pipelines serve ...`` command (or ``metrics``):
 
-- ``code-server``: Dagster's code server (gRPC) for the code location; it launches the run workers.
+- ``code-server``: Dagster's code server (gRPC) for the code location (with ``OPTIMA_RUN_LAUNCHER=spawn``
+  it also starts a process per run).
 - ``daemon``: ``dagster-daemon`` (schedules, sensors, the run queue, run monitoring, backfills), its
   sensor loop every second (``ops/daemon.py``).
 - ``webserver``: the Dagster UI behind basic auth (``ops/webserver.py``).
 - ``metrics``: ``/metrics`` and ``/health`` (``ops/server.py``).
-- ``run-worker`` (only with ``OPTIMA_RUN_LAUNCHER=celery``): warm run workers taking runs from the
-  broker instead of the code server starting a process per run (``orchestration/run_launcher.py``);
+- ``run-worker`` (with the default ``OPTIMA_RUN_LAUNCHER=celery``): warm run workers taking runs from
+  the broker instead of the code server starting a process per run (``orchestration/run_launcher.py``);
   any number of them, on any number of hosts.
 
 The daemon and the webserver both talk to the one code server through a workspace file written
@@ -98,7 +99,7 @@ RUN_WORKER_CONCURRENCY = 8
 
 
 def run_worker_argv(concurrency: int, name: str) -> list[str]:
-    """A warm run worker (OPTIMA_RUN_LAUNCHER=celery): a Celery prefork worker whose processes
+    """A warm run worker (the default launcher, celery): a Celery prefork worker whose processes
     imported Dagster and the definitions once (orchestration/run_launcher.py)."""
     return [
         sys.executable, "-m", "celery", "-A", "optima_pipelines.orchestration.run_workers", "worker",

@@ -16,9 +16,9 @@ from dagster import DagsterRun, Field, QueuedRunCoordinator, SubmitRunContext
 
 from optima_pipelines.orchestration.dagster_internals import registered_instance, replace_run_queue_config
 from optima_pipelines.orchestration.queues import (
-    QUEUES,
     LANE_SCHEDULED,
     LANE_USER,
+    QUEUES,
     TAG_CABINET,
     TAG_LANE,
     TAG_QUEUE,

@@ -1,17 +1,19 @@
-"""The deployment's run launcher: Dagster's default one, or warm run workers fed by Celery (issue 17).
+"""The deployment's run launcher: warm run workers fed by Celery (issue 17), or Dagster's default one.
 
 dagster.yaml names :class:`OptimaRunLauncher` in every deployment; ``OPTIMA_RUN_LAUNCHER`` chooses
 what it does (settings.py):
 
-- ``default``: Dagster's ``DefaultRunLauncher``. The code server starts every run worker as a fresh
-  ``spawn`` process that imports Dagster and the definitions before its first line of work (2–4
-  CPU-seconds on 2 cores, more than the work of most of our runs).
-- ``celery``: dagster-celery's ``CeleryRunLauncher`` with our own task. A run is a Celery task taken
+- ``celery`` (the default): dagster-celery's ``CeleryRunLauncher`` with our own task. A run is a Celery task taken
   by a long-lived run worker (``optima-pipelines serve run-worker``: a Celery prefork worker whose
   processes imported Dagster and the definitions once, at start). Workers on any number of hosts take
   runs from one broker: that is how the deployment grows past one machine. The broker is Redis in
   production (``OPTIMA_RUN_WORKER_BROKER_URL``) and, unset, kombu's SQLAlchemy transport on Dagster's
   own PostgreSQL schema (no new server); the task states (Celery's result backend) are kept there too.
+  bench/orchestration.py measured it against the other two ways (README, Performance): a trivial
+  run's start under the import-dagster floor, 8× the burst throughput.
+- ``spawn``: Dagster's ``DefaultRunLauncher``. The code server starts every run worker as a fresh
+  ``spawn`` process that imports Dagster and the definitions before its first line of work (2–4
+  CPU-seconds on 2 cores, more than the work of most of our runs).
 
 What the default launcher gets from the code server, the celery path does itself, independent of the
 broker (the SQLAlchemy transport has no broadcast, so Celery's ``revoke`` cannot reach a worker):
@@ -301,7 +303,7 @@ def task_process_alive(hostname: str | None, pid: int | None) -> bool:
 
 
 class OptimaRunLauncher(RunLauncher, ConfigurableClass):
-    """The launcher dagster.yaml names: the default one or the warm one, as OPTIMA_RUN_LAUNCHER says."""
+    """The launcher dagster.yaml names: the warm one or Dagster's default one, as OPTIMA_RUN_LAUNCHER says."""
 
     def __init__(self, inst_data: ConfigurableClassData | None = None) -> None:
         self._inst_data = inst_data

@@ -46,7 +46,8 @@ def units() -> dict[str, configparser.ConfigParser]:
 
 def test_procfile_runs_existing_commands():
     processes = procfile()
-    assert set(processes) == {"code-server", "daemon", "webserver", "metrics"}
+    # The run worker is part of every deployment: the warm run workers are the default launcher.
+    assert set(processes) == {"code-server", "daemon", "webserver", "metrics", "run-worker"}
     for argv in processes.values():
         parse_invocation(argv)
 
@@ -73,16 +74,6 @@ def test_systemd_units_run_existing_commands_with_the_env_file(name):
     for line in exec_starts:
         parse_invocation(shlex.split(line.removeprefix("ExecStart=")))
     assert unit["Service"]["EnvironmentFile"] == "/etc/optima/optima.env"
-
-
-def test_the_procfile_s_run_worker_line_runs_an_existing_command():
-    lines = [
-        line.removeprefix("# run-worker:").strip()
-        for line in (DEPLOY / "Procfile").read_text().splitlines()
-        if line.startswith("# run-worker:")
-    ]
-    assert len(lines) == 1
-    parse_invocation(shlex.split(lines[0]))
 
 
 def test_the_env_example_sets_only_known_variables():

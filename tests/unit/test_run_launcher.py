@@ -17,7 +17,8 @@ STORAGE = "postgresql+psycopg2://u:p@db:5432/optima?options=-csearch_path%3Ddags
 
 
 def test_the_choice_defaults_to_dagsters_launcher_and_rejects_typos() -> None:
-    assert run_launcher_choice({}) == "default"
+    assert run_launcher_choice({}) == "celery"
+    assert run_launcher_choice({"OPTIMA_RUN_LAUNCHER": "spawn"}) == "spawn"
     assert run_launcher_choice({"OPTIMA_RUN_LAUNCHER": " Celery "}) == "celery"
     with pytest.raises(ConfigError, match="OPTIMA_RUN_LAUNCHER"):
         run_launcher_choice({"OPTIMA_RUN_LAUNCHER": "k8s"})
@@ -55,9 +56,7 @@ def test_the_app_routes_our_task_to_the_run_queue() -> None:
     assert app.conf.worker_prefetch_multiplier == 1
 
 
-@pytest.mark.parametrize(
-    ("choice", "inner"), [("default", DefaultRunLauncher), ("celery", run_launcher.WarmRunLauncher)]
-)
+@pytest.mark.parametrize(("choice", "inner"), [("spawn", DefaultRunLauncher), ("celery", run_launcher.WarmRunLauncher)])
 def test_dagster_yaml_loads_the_launcher_the_environment_chooses(tmp_path: Path, monkeypatch, choice, inner) -> None:  # type: ignore[no-untyped-def]
     shutil.copyfile(project_file("dagster.yaml"), tmp_path / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
@@ -72,12 +71,13 @@ def test_dagster_yaml_loads_the_launcher_the_environment_chooses(tmp_path: Path,
     assert launcher.supports_check_run_worker_health is (choice == "celery")
 
 
-def test_the_default_launcher_runs_when_nothing_is_set(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_warm_run_workers_run_when_nothing_is_set(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.delenv("OPTIMA_RUN_LAUNCHER", raising=False)
+    monkeypatch.setenv("OPTIMA_DAGSTER_STORAGE_URL", STORAGE)
     with DagsterInstance.ephemeral() as instance:
         launcher = run_launcher.OptimaRunLauncher()
         launcher.register_instance(instance)
-        assert isinstance(launcher.inner, DefaultRunLauncher)
+        assert isinstance(launcher.inner, run_launcher.WarmRunLauncher)
         assert launcher.supports_resume_run is False
 
 
@@ -136,7 +136,7 @@ def test_the_nightly_prune_deletes_only_old_delivered_messages_and_old_task_stat
             tasks = conn.execute("SELECT task_id FROM celery_taskmeta").fetchall()
         assert left == [(True,), (False,)]  # the pending one and the recent one
         assert tasks == [("new",)]
-        assert run_launcher.prune_broker(timedelta(days=7), {**env, "OPTIMA_RUN_LAUNCHER": "default"}) == 0
+        assert run_launcher.prune_broker(timedelta(days=7), {**env, "OPTIMA_RUN_LAUNCHER": "spawn"}) == 0
     finally:
         with connect(database_url, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
