@@ -16,9 +16,10 @@ may cover a rectangle of cabinets × consecutive days (a partition range): the S
 """
 
 # No `from __future__ import annotations`: Dagster checks the context annotations at definition time.
+import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -437,36 +438,62 @@ def recompute_tables(
     """Recompute each table for its (cabinet, day) pairs: the pairs in transactions of at most
     PARTITIONS_PER_TRANSACTION, each over every table asked for, RECOMPUTE_CONNECTIONS of them at
     once on their own connections (the pairs whose feeds did not change since their last recompute
-    are skipped, unless ``force``).
+    are skipped, unless ``force``). The connection that refreshes the feeds' statistics runs
+    transactions too; with one transaction it is the only one.
 
     A (cabinet, day) is written in one transaction, its rollups and its mart together: a reader sees
     all of it or none of it, and a failure in any statement leaves that transaction's pairs as they
-    were. Transactions of different pairs commit independently; the first failure is raised once
-    every transaction has ended (a retry finds the committed pairs fresh by their watermarks)."""
+    were. Transactions of different pairs commit independently; after a failure no further one
+    starts, and the failure is raised once the running ones have ended (a retry finds the committed
+    pairs fresh by their watermarks)."""
     wanted = {t: sorted(set(by_table[t])) for t in TABLES if by_table.get(t)}
     totals = {t: RecomputeStats(table=t) for t in by_table}
     if not wanted:
         return totals
     every = sorted(set().union(*wanted.values()))
     size = min(PARTITIONS_PER_TRANSACTION, -(-len(every) // RECOMPUTE_CONNECTIONS))
-    chunks = [set(every[i : i + size]) for i in range(0, len(every), size)]
-    with warehouse.connect() as conn, conn.transaction():
-        refresh_statistics(conn, sorted({feed for t in wanted for feed in INPUTS[t]}))
+    pending = deque(set(every[i : i + size]) for i in range(0, len(every), size))
+    results: list[dict[str, RecomputeStats]] = []
+    failures: list[BaseException] = []
 
-    def run(chunk: set[tuple[str, date]]) -> dict[str, RecomputeStats]:
-        with warehouse.connect() as conn, conn.transaction():
-            return recompute(conn, {t: [p for p in pairs if p in chunk] for t, pairs in wanted.items()}, force=force)
+    def work(conn: psycopg.Connection) -> None:
+        # One connection's transactions, one after the other, until no chunk is left or one failed.
+        while pending and not failures:
+            try:
+                chunk = pending.popleft()
+            except IndexError:  # another connection took the last one
+                return
+            try:
+                with conn.transaction():
+                    result = recompute(
+                        conn, {t: [p for p in pairs if p in chunk] for t, pairs in wanted.items()}, force=force
+                    )
+            except BaseException as exc:
+                failures.append(exc)
+                return
+            results.append(result)
 
-    if len(chunks) == 1:
-        results = [run(chunks[0])]
-    else:
-        with ThreadPoolExecutor(max_workers=RECOMPUTE_CONNECTIONS, thread_name_prefix="rnp") as pool:
-            futures = [pool.submit(run, chunk) for chunk in chunks]
-            wait(futures)
-        failed = [f.exception() for f in futures if f.exception() is not None]
-        if failed:
-            raise failed[0]  # type: ignore[misc]
-        results = [f.result() for f in futures]
+    def own_connection() -> None:
+        try:
+            with warehouse.connect() as conn:
+                work(conn)
+        except BaseException as exc:  # could not connect
+            failures.append(exc)
+
+    with warehouse.connect() as conn:
+        with conn.transaction():
+            refresh_statistics(conn, sorted({feed for t in wanted for feed in INPUTS[t]}))
+        helpers = [
+            threading.Thread(target=own_connection, name=f"rnp-{n}")
+            for n in range(1, min(RECOMPUTE_CONNECTIONS, len(pending)))
+        ]
+        for helper in helpers:
+            helper.start()
+        work(conn)
+        for helper in helpers:
+            helper.join()
+    if failures:
+        raise failures[0]
     for result in results:
         for table, stats in result.items():
             totals[table].add(stats)
