@@ -286,11 +286,12 @@ def _lock_pairs(conn: psycopg.Connection, pairs: Sequence[tuple[str, date]]) -> 
     # fails on the primary key. A lock per pair, not per cabinet, so that the transactions of one
     # run over different days of a cabinet run at once. Taken in the order of their keys, so runs
     # over overlapping pairs cannot deadlock (two pairs sharing a key only wait for each other).
+    # The day as a number: a date's text depends on the session's DateStyle.
     conn.execute(
         """
         SELECT count(pg_advisory_xact_lock(%s, k))
-        FROM (SELECT DISTINCT hashtext(c || '|' || d::text) AS k FROM unnest(%s::text[], %s::date[]) AS p (c, d)
-              ORDER BY k) AS s
+        FROM (SELECT DISTINCT hashtext(c || '|' || (d - date '2000-01-01')) AS k
+              FROM unnest(%s::text[], %s::date[]) AS p (c, d) ORDER BY k) AS s
         """,
         (_LOCK_NAMESPACE, [c for c, _ in pairs], [d for _, d in pairs]),
     )
