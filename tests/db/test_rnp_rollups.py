@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from decimal import Decimal
 
 import psycopg
@@ -368,3 +369,23 @@ def test_a_failure_in_one_rollup_leaves_nothing_of_its_days_written(warehouse, f
     again = recompute_tables(warehouse, dict.fromkeys(TABLES, both))
     assert all(s.unchanged == 1 for s in again.values())  # PREV is fresh; D is recomputed
     assert rnp_rows(feeds, "rnp_daily", C, D)[101]["orders_sum"] == Decimal("1000.49")
+
+
+def test_two_recomputes_of_the_same_days_at_once_write_them_once(warehouse, feeds):
+    # The sensor's run and the nightly merge over the same days: the second waits for the first's
+    # transactions (a lock per (cabinet, day)), then finds the days fresh; neither fails on a key,
+    # and every row is written once (by either: their transactions over different days interleave).
+    pairs = [(C, days_ago(n)) for n in range(2, 8)]
+    results: list[dict] = []
+    runs = [
+        threading.Thread(target=lambda: results.append(recompute_tables(warehouse, dict.fromkeys(TABLES, pairs))))
+        for _ in range(2)
+    ]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    assert len(results) == 2
+    written = {t: results[0][t].rows_changed + results[1][t].rows_changed for t in TABLES}
+    assert written == {t: len(table_rows(feeds, t)) for t in TABLES}
+    assert all(r[t].rows_removed == 0 and r[t].partitions == len(pairs) for r in results for t in TABLES)
