@@ -368,6 +368,8 @@ def _recompute_table(
         "first": min(days),
         "last": max(days),
     }
+    if table == "rnp_finance":
+        params["finance_wide"] = _finance_wide(conn, params["cabinet_ids"], params["first"], params["last"])
     columns = value_columns(conn, table)
     done = [p for p, ok in zip(pairs, covered, strict=True) if ok]
     done_params = {"cabinets": [c for c, _ in done], "days": [d for _, d in done], "table": table}
@@ -408,6 +410,25 @@ def _recompute_table(
     counted = conn.execute(_statement(_COUNT, table, columns), params).fetchone()
     assert counted is not None
     stats.rows = int(counted[0])
+
+
+def _finance_wide(conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date) -> bool:
+    """Whether rnp_finance.sql reads these days in one pass over the cabinets' report lines: when
+    they span a third or more of the days the cabinets' lines span. One pass joins every line to
+    its order once; the narrow form joins the days' orders to all lines and looks for the orders of
+    the days' lines apart, which for a 45-day half of a 90-day history took 50 % longer (0.9 s of
+    CPU), and for one day of it 0.09 s against the one pass's 1.2 s."""
+    row = conn.execute(
+        """
+        SELECT min(x.first), max(x.last)
+        FROM unnest(%s::text[]) AS c (cabinet_id),
+             LATERAL (SELECT min(day) AS first, max(day) AS last FROM wb_report_lines WHERE cabinet_id = c.cabinet_id) x
+        """,
+        (list(cabinets),),
+    ).fetchone()
+    if row is None or row[0] is None:
+        return False
+    return 3 * ((last - first).days + 1) >= (row[1] - row[0]).days + 1
 
 
 def refresh_statistics(conn: psycopg.Connection, tables: Sequence[str]) -> list[str]:
