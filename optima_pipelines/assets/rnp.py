@@ -359,17 +359,18 @@ def _recompute_table(
     # the partitions read below the ones the statement writes into.
     conn.execute(sql.SQL("LOCK TABLE {} IN ROW EXCLUSIVE MODE").format(sql.Identifier(table)))
     covered = covered_days(list_partitions(conn, table), days)
-    params = {
+    cabinet_ids, first, last = sorted(set(cabinets)), min(days), max(days)
+    params: dict[str, Any] = {
         "cabinets": cabinets,
         "days": days,
         "covered": covered,
         # The rectangle around the pairs: what the feeds are read by (see sql/rnp_sales.sql).
-        "cabinet_ids": sorted(set(cabinets)),
-        "first": min(days),
-        "last": max(days),
+        "cabinet_ids": cabinet_ids,
+        "first": first,
+        "last": last,
     }
     if table == "rnp_finance":
-        params["finance_wide"] = _finance_wide(conn, params["cabinet_ids"], params["first"], params["last"])
+        params["finance_wide"] = _finance_wide(conn, cabinet_ids, first, last)
     if table == MART:
         # The mart's joins are full joins, hash or merge. The rollups it reads were written by this
         # transaction and have no statistics yet: estimated at a row or two, the planner sorted
