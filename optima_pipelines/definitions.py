@@ -36,15 +36,7 @@ from optima_pipelines.assets.finance import (
 from optima_pipelines.assets.funnel import funnel_sync_job, funnel_sync_sweep, rnp_funnel_stats
 from optima_pipelines.assets.inventory import inventory_sync_job, inventory_sync_sweep, stocks
 from optima_pipelines.assets.news import kb_articles, news_sync_job
-from optima_pipelines.assets.rnp import (
-    rnp_ads,
-    rnp_daily,
-    rnp_daily_check_job,
-    rnp_daily_checks,
-    rnp_finance,
-    rnp_recompute_job,
-    rnp_sales,
-)
+from optima_pipelines.assets.rnp import rnp, rnp_daily_check_job, rnp_daily_checks, rnp_recompute_job
 from optima_pipelines.jobs.abtests import ab_test_metrics_job
 from optima_pipelines.jobs.autobidder import (
     autobidder_bid_engine_job,
@@ -93,11 +85,8 @@ ASSETS = [
     prices_and_history,
     stocks,
     kb_articles,
-    # the РНП mart
-    rnp_sales,
-    rnp_ads,
-    rnp_finance,
-    rnp_daily,
+    # the РНП mart: rnp_sales, rnp_ads, rnp_finance and rnp_daily
+    rnp,
     # the house template
     cabinet_status_summary,
 ]

@@ -16,6 +16,9 @@ may cover a rectangle of cabinets × consecutive days (a partition range): the S
 """
 
 # No `from __future__ import annotations`: Dagster checks the context annotations at definition time.
+import threading
+import time
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -32,14 +35,15 @@ from dagster import (
     AssetKey,
     AssetMaterialization,
     AssetSelection,
+    AssetSpec,
     BackfillPolicy,
     Backoff,
     MaterializeResult,
     OpExecutionContext,
     RetryPolicy,
-    asset,
     define_asset_job,
     in_process_executor,
+    multi_asset,
     multi_asset_check,
 )
 from psycopg import sql
@@ -70,8 +74,13 @@ INPUTS: dict[str, tuple[str, ...]] = {
     "rnp_finance": ("wb_report_lines", "wb_orders"),
     "rnp_daily": ("rnp_funnel_stats", "stocks"),
 }
-#: First key of the two-key advisory locks that serialise writers of one cabinet's РНП.
+#: First key of the two-key advisory locks that serialise writers of one (cabinet, day) of the РНП.
 _LOCK_NAMESPACE = 0x524E50  # "RNP"
+#: Transactions a recompute runs at once, each on its own connection, each over its own days and
+#: every table asked for. PostgreSQL runs a statement on one core (it never runs an INSERT … SELECT
+#: in parallel): two connections use both cores of the 2-core machines this is sized for
+#: (bench/rnp_recompute.py). A run's warehouse pool has OPTIMA_SWEEP_THREADS + 2 sessions.
+RECOMPUTE_CONNECTIONS = 2
 
 #: The original re-aggregate queue: 3 attempts with backoff, for transient database trouble (a lost
 #: connection, a serialization failure); a data, integrity or syntax error fails at once.
@@ -172,11 +181,17 @@ WHERE d.nm_id IS NULL AND t.day BETWEEN %(first)s AND %(last)s
 #: that comes later bumps ``changes`` after the recompute's commit, and the pair is stale again.
 _WATERMARKS = """
 INSERT INTO rnp_watermarks AS w (cabinet_id, table_name, day)
-SELECT k.cabinet_id, t.table_name, k.day
-FROM unnest(%(cabinets)s::text[], %(days)s::date[]) AS k (cabinet_id, day), unnest(%(tables)s::text[]) AS t (table_name)
+SELECT DISTINCT k.cabinet_id, k.table_name, k.day
+FROM unnest(%(cabinets)s::text[], %(tables)s::text[], %(days)s::date[]) AS k (cabinet_id, table_name, day)
 ORDER BY 1, 2, 3
 ON CONFLICT (cabinet_id, table_name, day) DO UPDATE SET changes = w.changes
-RETURNING cabinet_id, table_name, day, changes, recomputed
+"""
+#: The pairs of a table whose feeds did not change since their last recompute (rows locked above).
+_FRESH = """
+SELECT w.cabinet_id, w.day
+FROM rnp_watermarks w JOIN unnest(%(cabinets)s::text[], %(days)s::date[]) AS k (cabinet_id, day)
+  ON w.cabinet_id = k.cabinet_id AND w.day = k.day
+WHERE w.table_name = %(table)s AND w.recomputed = w.changes
 """
 #: The pairs recomputed (and covered by a table partition) are up to date with the feeds.
 _MARK_RECOMPUTED = """
@@ -239,8 +254,11 @@ class RecomputeStats:
     days_outside_partitions: set[date] = field(default_factory=set)
     #: Pairs skipped: their feeds have not changed since their last recompute (their watermark).
     unchanged: int = 0
+    #: Seconds this table's statements took, summed over the transactions (which may run at once).
+    seconds: float = 0.0
 
     def add(self, other: "RecomputeStats") -> None:
+        self.seconds += other.seconds
         self.partitions += other.partitions
         self.rows += other.rows
         self.rows_changed += other.rows_changed
@@ -262,66 +280,102 @@ class RecomputeStats:
         }
 
 
-def _lock_cabinets(conn: psycopg.Connection, cabinets: Sequence[str]) -> None:
+def _lock_pairs(conn: psycopg.Connection, pairs: Sequence[tuple[str, date]]) -> None:
     # Two runs may recompute the same (cabinet, day) at once (the sensor and the nightly merge): the
     # second must compute after the first has committed, or both insert the same new row and one
-    # fails on the primary key. Locks are taken in sorted order, so runs over several cabinets
-    # cannot deadlock.
+    # fails on the primary key. A lock per pair, not per cabinet, so that the transactions of one
+    # run over different days of a cabinet run at once. Taken in the order of their keys, so runs
+    # over overlapping pairs cannot deadlock (two pairs sharing a key only wait for each other).
+    # The day as a number: a date's text depends on the session's DateStyle.
     conn.execute(
         """
-        SELECT count(pg_advisory_xact_lock(%s, hashtext(c)))
-        FROM (SELECT DISTINCT c FROM unnest(%s::text[]) AS c ORDER BY c) AS s
+        SELECT count(pg_advisory_xact_lock(%s, k))
+        FROM (SELECT DISTINCT hashtext(c || '|' || (d - date '2000-01-01')) AS k
+              FROM unnest(%s::text[], %s::date[]) AS p (c, d) ORDER BY k) AS s
         """,
-        (_LOCK_NAMESPACE, list(cabinets)),
+        (_LOCK_NAMESPACE, [c for c, _ in pairs], [d for _, d in pairs]),
     )
 
 
 def recompute(
-    conn: psycopg.Connection, table: str, pairs: Sequence[tuple[str, date]], *, force: bool = False
-) -> RecomputeStats:
-    """Make ``table``'s rows of these (cabinet, day) pairs what the feeds say, inside the caller's
-    transaction: changed rows are updated, new ones inserted, vanished ones deleted. Pairs whose
-    feeds have not changed since their last recompute (their watermark) are skipped, unless ``force``."""
-    pairs = sorted(set(pairs))
-    stats = RecomputeStats(table=table, partitions=len(pairs))
-    if not pairs:
-        return stats
-    _lock_cabinets(conn, [c for c, _ in pairs])
-    # Our own writes to the table do not reset its watermarks (migration 0012's trigger).
+    conn: psycopg.Connection, by_table: Mapping[str, Sequence[tuple[str, date]]], *, force: bool = False
+) -> dict[str, RecomputeStats]:
+    """Make the tables' rows of these (cabinet, day) pairs what the feeds say, inside the caller's
+    transaction: changed rows are updated, new ones inserted, vanished ones deleted; the rollups
+    first, then the mart, which reads them (this transaction's rows). Pairs whose feeds have not
+    changed since their last recompute (their watermark) are skipped, unless ``force``."""
+    wanted = {t: sorted(set(by_table[t])) for t in TABLES if by_table.get(t)}
+    out = {t: RecomputeStats(table=t, partitions=len(set(by_table[t]))) for t in by_table}
+    if not wanted:
+        return out
+    _lock_pairs(conn, sorted(set().union(*wanted.values())))
+    # Our own writes to the tables do not reset their watermarks (migration 0012's trigger).
     conn.execute("SET LOCAL optima.rnp_recompute = 'on'")
-    tables = [table, MART] if table in ROLLUPS else [table]
-    marks = conn.execute(
-        _WATERMARKS, {"cabinets": [c for c, _ in pairs], "days": [d for _, d in pairs], "tables": tables}
-    ).fetchall()
-    fresh = {(c, d) for c, t, d, changes, done in marks if t == table and done == changes}
+    conn.execute(sql.SQL("SET LOCAL work_mem = {}").format(sql.Literal(WORK_MEM)))
+    # Index probes cost what they cost on SSD or in cache, not PostgreSQL's spinning-disk default (4):
+    # with the default a one-day recompute hashes every report line of the cabinet (0.57 s) instead
+    # of probing the lines of its orders by srid.
+    conn.execute("SET LOCAL random_page_cost = 1.1")
+    # Compiling the finance aggregate's expressions costs more than it saves.
+    conn.execute("SET LOCAL jit = off")
+    # Every watermark of the transaction (a rollup's and, since it changes the mart, the mart's) in
+    # one statement, in key order: locking them table by table could lock out of the feeds' order.
+    marks = sorted(
+        {
+            (c, name, d)
+            for t, pairs in wanted.items()
+            for c, d in pairs
+            for name in ((t, MART) if t in ROLLUPS else (t,))
+        }
+    )
+    conn.execute(
+        _WATERMARKS,
+        {"cabinets": [c for c, _, _ in marks], "tables": [t for _, t, _ in marks], "days": [d for _, _, d in marks]},
+    )
+    for table, pairs in wanted.items():
+        started = time.perf_counter()
+        _recompute_table(conn, table, pairs, out[table], force=force)
+        out[table].seconds = time.perf_counter() - started
+    return out
+
+
+def _recompute_table(
+    conn: psycopg.Connection, table: str, pairs: list[tuple[str, date]], stats: RecomputeStats, *, force: bool
+) -> None:
     if not force:
+        # Read after the rollups of this transaction: their changes make the mart's pairs stale.
+        fresh = set(
+            conn.execute(
+                _FRESH, {"cabinets": [c for c, _ in pairs], "days": [d for _, d in pairs], "table": table}
+            ).fetchall()
+        )
         stats.unchanged = len(fresh)
         pairs = [p for p in pairs if p not in fresh]
         if not pairs:
-            return stats
+            return
     cabinets = [c for c, _ in pairs]
     days = [d for _, d in pairs]
     # Creating or dropping a partition locks the whole table: holding this lock until commit keeps
     # the partitions read below the ones the statement writes into.
     conn.execute(sql.SQL("LOCK TABLE {} IN ROW EXCLUSIVE MODE").format(sql.Identifier(table)))
     covered = covered_days(list_partitions(conn, table), days)
-    conn.execute(sql.SQL("SET LOCAL work_mem = {}").format(sql.Literal(WORK_MEM)))
-    # Index probes cost what they cost on SSD or in cache, not PostgreSQL's spinning-disk default (4):
-    # with the default a one-day recompute hashes every report line of the cabinet (0.57 s) instead
-    # of probing the day's orders' lines (0.07 s); a range's plans stay hash joins either way.
-    conn.execute("SET LOCAL random_page_cost = 1.1")
-    # JIT compiling the statements costs more than it saves on these plans (70 ms of a range's
-    # rnp_finance; a day's whole recompute takes less).
-    conn.execute("SET LOCAL jit = off")
-    params = {
+    cabinet_ids, first, last = sorted(set(cabinets)), min(days), max(days)
+    params: dict[str, Any] = {
         "cabinets": cabinets,
         "days": days,
         "covered": covered,
         # The rectangle around the pairs: what the feeds are read by (see sql/rnp_sales.sql).
-        "cabinet_ids": sorted(set(cabinets)),
-        "first": min(days),
-        "last": max(days),
+        "cabinet_ids": cabinet_ids,
+        "first": first,
+        "last": last,
     }
+    if table == "rnp_finance":
+        params["finance_wide"] = _finance_wide(conn, cabinet_ids, first, last)
+    if table == MART:
+        # The mart's joins are full joins, hash or merge. The rollups it reads were written by this
+        # transaction and have no statistics yet: estimated at a row or two, the planner sorted
+        # 200,000 of them for a merge join (2.7 s of a 45-day transaction's 5 s, bench/rnp_recompute.py).
+        conn.execute("SET LOCAL enable_mergejoin = off")
     columns = value_columns(conn, table)
     done = [p for p, ok in zip(pairs, covered, strict=True) if ok]
     done_params = {"cabinets": [c for c, _ in done], "days": [d for _, d in done], "table": table}
@@ -336,7 +390,7 @@ def recompute(
             conn.execute(_MART_STALE_PAIRS, done_params)
         conn.execute(_MARK_RECOMPUTED, done_params)
         stats.rows = stats.rows_changed = inserted
-        return stats
+        return
     conn.execute("DROP TABLE IF EXISTS pg_temp.rnp_delta")
     conn.execute(
         sql.SQL("CREATE TEMP TABLE rnp_delta ON COMMIT DROP AS {}").format(_statement(_DELTA, table, columns)), params
@@ -362,7 +416,25 @@ def recompute(
     counted = conn.execute(_statement(_COUNT, table, columns), params).fetchone()
     assert counted is not None
     stats.rows = int(counted[0])
-    return stats
+
+
+def _finance_wide(conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date) -> bool:
+    """Whether rnp_finance.sql reads these days in one pass over the cabinets' report lines: when
+    they span a third or more of the days the cabinets' lines span. One pass joins every line to
+    its order once; the narrow form joins the days' orders to all lines and looks for the orders of
+    the days' lines apart, which for a 45-day half of a 90-day history took 50 % longer (0.9 s of
+    CPU), and for one day of it 0.09 s against the one pass's 1.2 s."""
+    row = conn.execute(
+        """
+        SELECT min(x.first), max(x.last)
+        FROM unnest(%s::text[]) AS c (cabinet_id),
+             LATERAL (SELECT min(day) AS first, max(day) AS last FROM wb_report_lines WHERE cabinet_id = c.cabinet_id) x
+        """,
+        (list(cabinets),),
+    ).fetchone()
+    if row is None or row[0] is None:
+        return False
+    return 3 * ((last - first).days + 1) >= (row[1] - row[0]).days + 1
 
 
 def refresh_statistics(conn: psycopg.Connection, tables: Sequence[str]) -> list[str]:
@@ -388,20 +460,79 @@ def refresh_statistics(conn: psycopg.Connection, tables: Sequence[str]) -> list[
     return stale
 
 
+def recompute_tables(
+    warehouse: Warehouse, by_table: Mapping[str, Sequence[tuple[str, date]]], *, force: bool = False
+) -> dict[str, RecomputeStats]:
+    """Recompute each table for its (cabinet, day) pairs: the pairs in transactions of at most
+    PARTITIONS_PER_TRANSACTION, each over every table asked for, RECOMPUTE_CONNECTIONS of them at
+    once on their own connections (the pairs whose feeds did not change since their last recompute
+    are skipped, unless ``force``). The connection that refreshes the feeds' statistics runs
+    transactions too; with one transaction it is the only one.
+
+    A (cabinet, day) is written in one transaction, its rollups and its mart together: a reader sees
+    all of it or none of it, and a failure in any statement leaves that transaction's pairs as they
+    were. Transactions of different pairs commit independently; after a failure no further one
+    starts, and the failure is raised once the running ones have ended (a retry finds the committed
+    pairs fresh by their watermarks)."""
+    wanted = {t: sorted(set(by_table[t])) for t in TABLES if by_table.get(t)}
+    totals = {t: RecomputeStats(table=t) for t in by_table}
+    if not wanted:
+        return totals
+    every = sorted(set().union(*wanted.values()))
+    size = min(PARTITIONS_PER_TRANSACTION, -(-len(every) // RECOMPUTE_CONNECTIONS))
+    pending = deque(set(every[i : i + size]) for i in range(0, len(every), size))
+    results: list[dict[str, RecomputeStats]] = []
+    failures: list[BaseException] = []
+
+    def work(conn: psycopg.Connection) -> None:
+        # One connection's transactions, one after the other, until no chunk is left or one failed.
+        while pending and not failures:
+            try:
+                chunk = pending.popleft()
+            except IndexError:  # another connection took the last one
+                return
+            try:
+                with conn.transaction():
+                    result = recompute(
+                        conn, {t: [p for p in pairs if p in chunk] for t, pairs in wanted.items()}, force=force
+                    )
+            except BaseException as exc:
+                failures.append(exc)
+                return
+            results.append(result)
+
+    def own_connection() -> None:
+        try:
+            with warehouse.connect() as conn:
+                work(conn)
+        except BaseException as exc:  # could not connect
+            failures.append(exc)
+
+    with warehouse.connect() as conn:
+        with conn.transaction():
+            refresh_statistics(conn, sorted({feed for t in wanted for feed in INPUTS[t]}))
+        helpers = [
+            threading.Thread(target=own_connection, name=f"rnp-{n}")
+            for n in range(1, min(RECOMPUTE_CONNECTIONS, len(pending)))
+        ]
+        for helper in helpers:
+            helper.start()
+        work(conn)
+        for helper in helpers:
+            helper.join()
+    if failures:
+        raise failures[0]
+    for result in results:
+        for table, stats in result.items():
+            totals[table].add(stats)
+    return totals
+
+
 def recompute_partitions(
     warehouse: Warehouse, table: str, pairs: Sequence[tuple[str, date]], *, force: bool = False
 ) -> RecomputeStats:
-    """Recompute ``table`` for these (cabinet, day) pairs, PARTITIONS_PER_TRANSACTION at a time
-    (the pairs whose feeds did not change since their last recompute are skipped, unless ``force``)."""
-    ordered = sorted(set(pairs))
-    total = RecomputeStats(table=table)
-    with warehouse.connect() as conn:
-        with conn.transaction():
-            refresh_statistics(conn, INPUTS[table])
-        for i in range(0, len(ordered), PARTITIONS_PER_TRANSACTION):
-            with conn.transaction():
-                total.add(recompute(conn, table, ordered[i : i + PARTITIONS_PER_TRANSACTION], force=force))
-    return total
+    """One table's recompute_tables."""
+    return recompute_tables(warehouse, {table: pairs}, force=force)[table]
 
 
 def _run_pairs(context: AssetExecutionContext | AssetCheckExecutionContext) -> list[tuple[str, date]]:
@@ -459,33 +590,18 @@ def _record(
             )
 
 
-def _materialize(context: AssetExecutionContext, warehouse: Warehouse, table: str) -> MaterializeResult:
-    pairs = _run_pairs(context)
-    started_at = datetime.now(UTC)
-    try:
-        force = context.run.tags.get(TAG_RECOMPUTE) == "all"
-        stats = recompute_partitions(warehouse, table, pairs, force=force)
-    except Exception as exc:
-        # A data, integrity or syntax error fails at once (retries.is_transient's rule); a transient one
-        # is retried by RECOMPUTE_RETRY. Either way the last attempt is a failure to count.
-        permanent = isinstance(exc, psycopg.Error | OptimaError) and not is_transient(exc)
-        if permanent or context.retry_number >= (RECOMPUTE_RETRY.max_retries or 0):
-            _record(context, warehouse, table, pairs, started_at, error=exc)
-        fail_on_permanent(exc, f"{table} of {len(pairs)} partitions")
-        raise
-    _record(context, warehouse, table, pairs, started_at, stats=stats)
+def _warn_dropped(context: AssetExecutionContext | OpExecutionContext, stats: RecomputeStats) -> None:
     if stats.rows_dropped:
         context.log.warning(
-            f"{table}: {stats.rows_dropped} rows of {len(stats.days_outside_partitions)} days without a table "
+            f"{stats.table}: {stats.rows_dropped} rows of {len(stats.days_outside_partitions)} days without a table "
             f"partition were dropped (days {', '.join(sorted(d.isoformat() for d in stats.days_outside_partitions))}); "
             "the partition-manager keeps OPTIMA_PARTITION_RETENTION_MONTHS of history"
         )
-    return MaterializeResult(metadata=stats.metadata())
 
 
 def recompute_in_run(context: OpExecutionContext, warehouse: Warehouse, events: Sequence[FeedEvent]) -> None:
     """A user's import recomputes the РНП of what it changed in its own run, through the code of the
-    four assets (``recompute_partitions``, the same records and metadata), and records their
+    four assets (``recompute_tables``, the same records and metadata), and records their
     materializations and the mart's checks as a run of ``rnp_recompute`` would: the seller sees the
     days in rnp_daily without waiting for the re-aggregation sensor's tick and a second run's start.
 
@@ -499,12 +615,13 @@ def recompute_in_run(context: OpExecutionContext, warehouse: Warehouse, events: 
         return
     by_table = {t: [p for p in pairs if t in wanted.demands[p]] for t in ROLLUPS} | {MART: pairs}
     try:
-        for table in TABLES:
+        started_at = datetime.now(UTC)
+        done = recompute_tables(warehouse, by_table)
+        for table, stats in done.items():
             if not by_table[table]:
                 continue
-            started_at = datetime.now(UTC)
-            stats = recompute_partitions(warehouse, table, by_table[table])
             _record(context, warehouse, table, by_table[table], started_at, stats=stats)
+            _warn_dropped(context, stats)
             outside = stats.days_outside_partitions
             for cabinet, day in by_table[table]:
                 if day not in outside:
@@ -526,64 +643,71 @@ def recompute_in_run(context: OpExecutionContext, warehouse: Warehouse, events: 
         )
 
 
-@asset(
-    deps=["wb_orders", "wb_sales"],
+#: The four tables, each its own asset (its key, its partitions' materializations and metadata, its
+#: lineage), computed by one op so that a run writes each (cabinet, day) of all four in one
+#: transaction and its transactions run at once (recompute_tables): Dagster's in-process executor
+#: runs one asset's op after the other, and a process per op costs seconds of start-up.
+RNP_SPECS = [
+    AssetSpec(
+        "rnp_sales",
+        deps=["wb_orders", "wb_sales"],
+        description="РНП sales per cabinet, Moscow day and product: orders (count, sum, cancellations) on the day "
+        "the order was placed, buyouts and returns on the day of the sale or return, average order price and SPP. "
+        "Definitions: assets/sql/rnp_sales.sql and the README.",
+    ),
+    AssetSpec(
+        "rnp_ads",
+        deps=["ad_campaign_stats"],
+        description="РНП advertising per cabinet, Moscow day and product: views, clicks, spend, carts and orders "
+        "from ads over every campaign and app, with CTR, CPC and CPM. Definitions: assets/sql/rnp_ads.sql.",
+    ),
+    AssetSpec(
+        "rnp_finance",
+        # wb_orders: a report line belongs to the day of its source order.
+        deps=["wb_report_lines", "wb_orders"],
+        description="РНП finance per cabinet, Moscow day of the source order and product: realization, payout, "
+        "commission, acquiring, logistics, storage, acceptance, penalties and other deductions from WB's "
+        "realization report. Definitions: assets/sql/rnp_finance.sql.",
+    ),
+    AssetSpec(
+        MART,
+        deps=["rnp_sales", "rnp_ads", "rnp_finance", "rnp_funnel_stats", "stocks"],
+        description="The РНП mart: one row per cabinet × Moscow day × product with sales, ads (and ДРР), finance, "
+        "the funnel (card opens, add-to-cart, conversions) and the end-of-day stock. What the product's РНП "
+        'screens read. Definitions: assets/sql/rnp_daily.sql and the README\'s "Data: rnp_daily".',
+    ),
+]
+
+
+@multi_asset(
+    name="rnp",
+    specs=[spec.replace_attributes(group_name="rnp", kinds={"postgres"}) for spec in RNP_SPECS],
     partitions_def=CABINET_DAY,
     backfill_policy=BackfillPolicy.single_run(),
     retry_policy=RECOMPUTE_RETRY,
-    group_name="rnp",
-    kinds={"postgres"},
+    can_subset=True,
 )
-def rnp_sales(context: AssetExecutionContext, warehouse: Warehouse) -> MaterializeResult:
-    """РНП sales per cabinet, Moscow day and product: orders (count, sum, cancellations) on the day
-    the order was placed, buyouts and returns on the day of the sale or return, average order price
-    and SPP. Definitions: assets/sql/rnp_sales.sql and the README."""
-    return _materialize(context, warehouse, "rnp_sales")
-
-
-@asset(
-    deps=["ad_campaign_stats"],
-    partitions_def=CABINET_DAY,
-    backfill_policy=BackfillPolicy.single_run(),
-    retry_policy=RECOMPUTE_RETRY,
-    group_name="rnp",
-    kinds={"postgres"},
-)
-def rnp_ads(context: AssetExecutionContext, warehouse: Warehouse) -> MaterializeResult:
-    """РНП advertising per cabinet, Moscow day and product: views, clicks, spend, carts and orders
-    from ads over every campaign and app, with CTR, CPC and CPM. Definitions: assets/sql/rnp_ads.sql."""
-    return _materialize(context, warehouse, "rnp_ads")
-
-
-@asset(
-    # wb_orders: a report line belongs to the day of its source order.
-    deps=["wb_report_lines", "wb_orders"],
-    partitions_def=CABINET_DAY,
-    backfill_policy=BackfillPolicy.single_run(),
-    retry_policy=RECOMPUTE_RETRY,
-    group_name="rnp",
-    kinds={"postgres"},
-)
-def rnp_finance(context: AssetExecutionContext, warehouse: Warehouse) -> MaterializeResult:
-    """РНП finance per cabinet, Moscow day of the source order and product: realization, payout,
-    commission, acquiring, logistics, storage, acceptance, penalties and other deductions from WB's
-    realization report. Definitions: assets/sql/rnp_finance.sql."""
-    return _materialize(context, warehouse, "rnp_finance")
-
-
-@asset(
-    deps=["rnp_sales", "rnp_ads", "rnp_finance", "rnp_funnel_stats", "stocks"],
-    partitions_def=CABINET_DAY,
-    backfill_policy=BackfillPolicy.single_run(),
-    retry_policy=RECOMPUTE_RETRY,
-    group_name="rnp",
-    kinds={"postgres"},
-)
-def rnp_daily(context: AssetExecutionContext, warehouse: Warehouse) -> MaterializeResult:
-    """The РНП mart: one row per cabinet × Moscow day × product with sales, ads (and ДРР), finance,
-    the funnel (card opens, add-to-cart, conversions) and the end-of-day stock. What the product's
-    РНП screens read. Definitions: assets/sql/rnp_daily.sql and the README's "Data: rnp_daily"."""
-    return _materialize(context, warehouse, "rnp_daily")
+def rnp(context: AssetExecutionContext, warehouse: Warehouse) -> Iterator[MaterializeResult]:
+    """The run's tables (its selected assets) for its (cabinet, day) partitions."""
+    tables = [t for t in TABLES if AssetKey(t) in context.selected_asset_keys]
+    pairs = _run_pairs(context)
+    started_at = datetime.now(UTC)
+    try:
+        force = context.run.tags.get(TAG_RECOMPUTE) == "all"
+        done = recompute_tables(warehouse, dict.fromkeys(tables, pairs), force=force)
+    except Exception as exc:
+        # A data, integrity or syntax error fails at once (retries.is_transient's rule); a transient one
+        # is retried by RECOMPUTE_RETRY. Either way the last attempt is a failure to count.
+        permanent = isinstance(exc, psycopg.Error | OptimaError) and not is_transient(exc)
+        if permanent or context.retry_number >= (RECOMPUTE_RETRY.max_retries or 0):
+            for table in tables:
+                _record(context, warehouse, table, pairs, started_at, error=exc)
+        fail_on_permanent(exc, f"{', '.join(tables)} of {len(pairs)} partitions")
+        raise
+    for table in tables:
+        _record(context, warehouse, table, pairs, started_at, stats=done[table])
+        _warn_dropped(context, done[table])
+        yield MaterializeResult(asset_key=table, metadata=done[table].metadata())
 
 
 # --- asset checks ----------------------------------------------------------------------------------
@@ -698,8 +822,7 @@ rnp_recompute_job = define_asset_job(
     name="rnp_recompute",
     selection=AssetSelection.assets(*TABLES),
     partitions_def=CABINET_DAY,
-    # The steps run one after the other anyway (the merge waits for the rollups): a process per
-    # step would only add seconds of start-up to every run.
+    # One op (rnp): a process for it would only add seconds of start-up to every run.
     executor_def=in_process_executor,
     description="Recomputes РНП rollups and the rnp_daily merge for a rectangle of cabinets × days.",
 )

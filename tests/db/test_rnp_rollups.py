@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from decimal import Decimal
 
+import psycopg
 import pytest
 
-from optima_pipelines.assets.rnp import recompute_partitions
+from optima_pipelines.assets import rnp
+from optima_pipelines.assets.rnp import TABLES, recompute_partitions, recompute_tables
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.warehouse.table_partitions import add_months, partition_name
 from tests.rnp_feeds import (
@@ -327,3 +330,62 @@ def test_averages_and_ratios_round_half_a_kopeck_away_from_zero(warehouse, wareh
     daily = rnp_rows(conn, "rnp_daily", C, D)[301]
     assert daily["drr_of_orders_sum_percent"] == Decimal("166.67")  # 100 * 0.05 / 0.03 = 166.66(6)
     assert daily["drr_of_ad_orders_sum_percent"] == Decimal("83.33")  # 100 * 0.05 / 0.06 = 83.33(3)
+
+
+# --- the four tables together, transactions at once ------------------------------------------------
+
+
+def table_rows(conn, table: str) -> list[tuple]:
+    columns = rnp.value_columns(conn, table)
+    return conn.execute(
+        f"SELECT cabinet_id, day, nm_id, {', '.join(columns)} FROM {table} ORDER BY cabinet_id, day, nm_id"
+    ).fetchall()
+
+
+def test_the_four_tables_in_parallel_transactions_equal_them_table_by_table(warehouse, feeds, monkeypatch):
+    pairs = [(C, days_ago(n)) for n in range(2, 10)]
+    assert rnp.RECOMPUTE_CONNECTIONS == 2
+    together = recompute_tables(warehouse, dict.fromkeys(TABLES, pairs))
+    assert {t: s.partitions for t, s in together.items()} == dict.fromkeys(TABLES, len(pairs))
+    parallel = {t: table_rows(feeds, t) for t in TABLES}
+    assert all(parallel.values())
+    feeds.execute("TRUNCATE rnp_sales, rnp_ads, rnp_finance, rnp_daily")
+    monkeypatch.setattr(rnp, "RECOMPUTE_CONNECTIONS", 1)
+    one_by_one = {t: recompute_partitions(warehouse, t, pairs) for t in TABLES}
+    assert {t: table_rows(feeds, t) for t in TABLES} == parallel
+    assert {t: s.rows for t, s in one_by_one.items()} == {t: s.rows for t, s in together.items()}
+
+
+def test_a_failure_in_one_rollup_leaves_nothing_of_its_days_written(warehouse, feeds):
+    # rnp_finance refuses D's rows: D's transaction fails, with its rnp_sales, rnp_ads and rnp_daily rows.
+    feeds.execute(f"ALTER TABLE rnp_finance ADD CONSTRAINT not_d CHECK (day <> '{D.isoformat()}') NOT VALID")
+    both = [(C, D), (C, PREV)]
+    with pytest.raises(psycopg.errors.CheckViolation):
+        recompute_tables(warehouse, dict.fromkeys(TABLES, both))
+    assert all(not rnp_rows(feeds, t, C, D) for t in TABLES)
+    # PREV's transaction ran beside it and committed all four tables of its day.
+    assert all(rnp_rows(feeds, t, C, PREV) for t in ("rnp_sales", "rnp_finance", "rnp_daily"))
+    feeds.execute("ALTER TABLE rnp_finance DROP CONSTRAINT not_d")
+    again = recompute_tables(warehouse, dict.fromkeys(TABLES, both))
+    assert all(s.unchanged == 1 for s in again.values())  # PREV is fresh; D is recomputed
+    assert rnp_rows(feeds, "rnp_daily", C, D)[101]["orders_sum"] == Decimal("1000.49")
+
+
+def test_two_recomputes_of_the_same_days_at_once_write_them_once(warehouse, feeds):
+    # The sensor's run and the nightly merge over the same days: the second waits for the first's
+    # transactions (a lock per (cabinet, day)), then finds the days fresh; neither fails on a key,
+    # and every row is written once (by either: their transactions over different days interleave).
+    pairs = [(C, days_ago(n)) for n in range(2, 8)]
+    results: list[dict] = []
+    runs = [
+        threading.Thread(target=lambda: results.append(recompute_tables(warehouse, dict.fromkeys(TABLES, pairs))))
+        for _ in range(2)
+    ]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    assert len(results) == 2
+    written = {t: results[0][t].rows_changed + results[1][t].rows_changed for t in TABLES}
+    assert written == {t: len(table_rows(feeds, t)) for t in TABLES}
+    assert all(r[t].rows_removed == 0 and r[t].partitions == len(pairs) for r in results for t in TABLES)
