@@ -106,8 +106,10 @@ class OptimaRunCoordinator(QueuedRunCoordinator):
 
     @classmethod
     def config_type(cls):  # type: ignore[no-untyped-def]
+        dagster_fields = super().config_type()
+        assert isinstance(dagster_fields, dict)  # QueuedRunCoordinator's fields, by name
         return {
-            **super().config_type(),
+            **dagster_fields,
             DEQUEUE_EVERY: Field(
                 float,
                 is_required=False,
