@@ -32,9 +32,10 @@ def test_cadences_sensor_and_jobs_are_registered():
 
 
 def test_runs_launched_from_the_ui_are_re_aggregation_without_a_cabinet_gate():
-    # A backfill over several cabinets: queued as re-aggregation, not held behind any cabinet's WB work.
+    # A backfill over several cabinets: queued as re-aggregation, not held behind any cabinet's WB work,
+    # in the lane of what a person waits on.
     tags = derive_gate_tags(
         {"dagster/asset_partition_range_start": "a|2026-01-01", "dagster/asset_partition_range_end": "b|2026-01-31"},
         ["rnp_sales", "rnp_daily"],
     )
-    assert tags == {"optima/queue": "re-aggregate"}
+    assert tags == {"optima/queue": "re-aggregate", "optima/lane": "user"}
