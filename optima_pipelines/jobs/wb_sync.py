@@ -198,6 +198,30 @@ class SyncJobSpec:
         emit_days(context, days, trigger=trigger, request_id=request_id)
 
 
+@dataclass
+class _Published:
+    """``spec.after_sync`` of a cabinet sync, done again only when the loads changed something since:
+    a user's import publishes its РНП days as its pages land (``SyncInput.on_progress``), and once
+    more at the end only if the last page (WB's empty one, a minute later for sales) brought rows."""
+
+    spec: SyncJobSpec
+    context: OpExecutionContext
+    warehouse: Warehouse
+    trigger: str
+    request_id: int | None
+    done: tuple[Any, ...] | None = None
+
+    def after(self, runs: list[SyncRun]) -> None:
+        if self.spec.after_sync is None:
+            return
+        state = tuple(
+            (r.feed, r.merge.inserted, r.merge.updated, r.rows_deleted, frozenset(r.report_days)) for r in runs
+        )
+        if state != self.done:
+            self.spec.after_sync(self.context, self.warehouse, runs, self.trigger, self.request_id)
+            self.done = state
+
+
 def run_cabinet_sync(
     spec: SyncJobSpec, context: OpExecutionContext, config: CabinetSyncConfig, warehouse: Warehouse, wb: WbApi
 ) -> None:
@@ -206,6 +230,7 @@ def run_cabinet_sync(
     trigger = run_trigger(dict(context.run.tags), spec.user_trigger or "manual")
     stack = ExitStack()
     notes: dict[str, Any] = {}
+    published = _Published(spec, context, warehouse, trigger, config.request_id)
     try:
         with warehouse.connect() as conn:
             get_cabinet(conn, cabinet_id)
@@ -230,6 +255,8 @@ def run_cabinet_sync(
             if not spec.user:
                 queued = user_run_waiting(context.instance, cabinet_id)
                 inp.should_yield = lambda: lock.waited_for() or queued()
+            if spec.after_sync is not None:
+                inp.on_progress = published.after
             runs = spec.body(inp)
     except WbDeferred as deferred:  # a pause before any feed could store its state
         if spec.state_feed is not None and not spec.user:
@@ -249,8 +276,7 @@ def run_cabinet_sync(
             record_failure(warehouse.connect, failed, exc)
         fail_on_permanent(exc, f"{spec.name} of cabinet {cabinet_id}")
         raise
-    if spec.after_sync is not None:
-        spec.after_sync(context, warehouse, runs, trigger, config.request_id)
+    published.after(runs)
     spec.emit(context, runs, trigger, config.request_id)
     result: dict[str, Any] = {run.feed: run.summary() for run in runs} | notes
     context.log.info(f"{spec.name} of {cabinet_id}: {result}")

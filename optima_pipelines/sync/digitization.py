@@ -122,6 +122,7 @@ def load_feed(
     cursor_feed: str | None = None,
     only_day: date | None = None,
     seen: frozenset[str] = frozenset(),
+    after_page: Callable[[SyncRun], None] | None = None,
 ) -> SyncRun:
     """Fetch every page of ``feed`` for the cabinet of ``inp`` and merge it, one transaction per page
     (with the cursor, if ``cursor_feed``: the newest lastChangeDate and the keys of the rows at it,
@@ -132,6 +133,7 @@ def load_feed(
     sent: the pages merged so far stay committed, the resume time is recorded in sync_state, and
     the returned SyncRun says until when the load was deferred. ``inp.should_yield`` is asked between
     pages: a scheduled load stops there (and resumes later) when a user's run waits for the cabinet.
+    ``after_page`` is called with the run after each page with rows is committed.
     The load's figures are recorded for /metrics (ops_feed_syncs) when it ends, however it ends.
     """
     cabinet_id, run_id, client = inp.cabinet_id, inp.run_id, inp.client()
@@ -170,6 +172,8 @@ def load_feed(
                         if cursor_feed is not None:
                             value = {"last_change_date": cursor.isoformat(), "keys_at": sorted(at_cursor)}
                             save_cursor(conn, cabinet_id, cursor_feed, value, run_id)
+                if after_page is not None and page:
+                    after_page(run)
                 if inp.should_yield():
                     raise _Yield
         except (WbDeferred, _Yield) as stop:
@@ -243,20 +247,31 @@ def sync_window(inp: SyncInput) -> list[SyncRun]:
     day of its period as changed), else the last ``inp.window_days`` (the nightly backfill: 90)."""
     today = now_moscow().date()
     first = inp.date_from or today - timedelta(days=(inp.window_days or WB_HORIZON_DAYS) - 1)
-    runs = _sync_feeds(inp, lambda feed: (window_start(first), frozenset(), None))
-    if inp.date_from is not None:
-        for run in runs:
-            run.report_days.update(first + timedelta(days=i) for i in range((today - first).days + 1))
-    return runs
+    period = {first + timedelta(days=i) for i in range((today - first).days + 1)} if inp.date_from else set()
+    return _sync_feeds(inp, lambda feed: (window_start(first), frozenset(), None), period)
 
 
-def _sync_feeds(inp: SyncInput, start: Callable[[Feed], tuple[datetime, frozenset[str], str | None]]) -> list[SyncRun]:
-    """Orders, then sales, each from ``start(feed)`` (its dateFrom, the keys read there, the cursor feed to keep)."""
+def _sync_feeds(
+    inp: SyncInput,
+    start: Callable[[Feed], tuple[datetime, frozenset[str], str | None]],
+    report_days: set[date] | None = None,
+) -> list[SyncRun]:
+    """Orders, then sales, each from ``start(feed)`` (its dateFrom, the keys read there, the cursor feed
+    to keep). Each run also reports ``report_days`` as changed. After each page of sales, the last
+    feed, ``inp.on_progress`` gets both runs: the orders are whole then, and the sales so far."""
     runs: list[SyncRun] = []
+
+    def progress(run: SyncRun) -> None:
+        for r in (*runs, run):
+            r.report_days.update(report_days or ())
+        inp.on_progress([*runs, run])
+
     try:
         for feed in (ORDERS, SALES):
             date_from, seen, cursor_feed = start(feed)
-            run = load_feed(inp, feed, date_from, flag=0, cursor_feed=cursor_feed, seen=seen)
+            after_page = progress if feed is SALES else None
+            run = load_feed(inp, feed, date_from, flag=0, cursor_feed=cursor_feed, seen=seen, after_page=after_page)
+            run.report_days.update(report_days or ())
             runs.append(run)
             log.info("%s of %s from %s: %s", feed.name, inp.cabinet_id, date_from, run.summary())
     except Exception as exc:

@@ -188,6 +188,10 @@ def _never() -> bool:
     return False
 
 
+def _ignore_progress(runs: list[SyncRun]) -> None:
+    return None
+
+
 #: The ``cabinet_id`` of a run that serves no one cabinet (the news); its SyncRuns name the cabinet
 #: whose token served.
 ANY_CABINET = "*"
@@ -230,6 +234,10 @@ class SyncInput:
     #: Job-specific settings (the report import's file path and format).
     options: Mapping[str, Any] = field(default_factory=dict)
     should_yield: Callable[[], bool] = _never
+    #: Called by a window's load after each page of its last feed, with every feed's run so far: a
+    #: user's import publishes its РНП days there (jobs/wb_sync.py), for WB's flag=0 load ends only on
+    #: an empty page, and sales allow one request a minute: the page that ends the load is a minute away.
+    on_progress: Callable[[list[SyncRun]], None] = _ignore_progress
     notes: dict[str, Any] = field(default_factory=dict)
 
 

@@ -79,3 +79,40 @@ def test_an_import_run_writes_its_own_days_to_rnp_daily(wb, warehouse_conn, dags
                 assert meta["batch_partitions_unchanged"].value == meta["batch_partitions"].value
                 assert meta["batch_rows_changed"].value == 0
     assert AssetKey("rnp_daily") in {k for r in result.run_requests for k in r.asset_selection or []}
+
+
+def test_an_import_publishes_its_days_before_wbs_last_page(wb, warehouse_conn, dagster_instance):  # noqa: F811
+    """WB's flag=0 load ends only on an empty page, and sales allow one request a minute: the import
+    publishes its days' РНП once every feed has its first page, not a minute later. Here WB breaks
+    that last sales answer: the import fails, naming it, and the days are in rnp_daily all the same,
+    equal to what was stored."""
+    wb.faults.set("*supplier/sales", malformed=True, after=1)
+    date_from = today_moscow() - timedelta(days=2)
+    outbox.create_request(warehouse_conn, "import-user-feeds", "c2", {"dateFrom": date_from.isoformat()})
+    with build_sensor_context(instance=dagster_instance, resources=RESOURCES) as context:
+        (run_request,) = requests_sensor(context).run_requests  # type: ignore[union-attr]
+    job = defs.get_job_def(run_request.job_name)
+    run = job.execute_in_process(
+        run_config=run_request.run_config, instance=dagster_instance, tags=run_request.tags, raise_on_error=False
+    )
+    assert not run.success
+    failure = next(e for e in run.all_events if e.event_type == DagsterEventType.STEP_FAILURE)
+    assert "sales" in str(failure.event_specific_data.error)  # type: ignore[union-attr]
+
+    buyouts = 0
+    for day in [date_from + timedelta(days=n) for n in range(3)]:
+        orders = warehouse_conn.execute(
+            "SELECT count(*), sum(price_with_disc) FROM wb_orders WHERE cabinet_id = 'c2' AND day = %s", (day,)
+        ).fetchone()
+        sales = warehouse_conn.execute(
+            "SELECT count(*) FILTER (WHERE NOT is_return) FROM wb_sales WHERE cabinet_id = 'c2' AND day = %s", (day,)
+        ).fetchone()
+        mart = warehouse_conn.execute(
+            "SELECT sum(orders_count), sum(orders_sum), sum(buyouts_count) FROM rnp_daily"
+            " WHERE cabinet_id = 'c2' AND day = %s",
+            (day,),
+        ).fetchone()
+        assert orders[0] > 0
+        assert mart == (orders[0], orders[1], sales[0])
+        buyouts += sales[0]
+    assert buyouts > 0  # the sales' first page is in the mart, not only the orders
