@@ -48,6 +48,7 @@ from optima_pipelines.jobs.partition_manager import partition_manager_job, parti
 from optima_pipelines.jobs.pricing_bulk import pricing_bulk_job
 from optima_pipelines.jobs.repricer import repricer_job, repricer_sweep_job
 from optima_pipelines.ops.retention import prune_runs_job, prune_runs_schedule
+from optima_pipelines.orchestration.dagster_internals import enable_event_batches
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sensors.abtests import ab_test_metrics_schedule
@@ -72,6 +73,9 @@ from optima_pipelines.sensors.wb_sync import wb_sync_resume_sensor
 # Every process that loads the code location (code server, run workers) logs with run id and
 # cabinet on each line, and never a token.
 logs.install()
+# Every process that executes runs loads these definitions: its steps' materializations are stored in
+# batches (dagster_internals.EVENT_BATCH_SIZE) unless DAGSTER_EVENT_BATCH_SIZE says otherwise.
+enable_event_batches()
 
 ASSETS = [
     # WB feeds

@@ -51,6 +51,7 @@ from psycopg import sql
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.ops.records import record_reaggregation
+from optima_pipelines.orchestration.dagster_internals import log_materializations
 from optima_pipelines.orchestration.queues import TAG_TRIGGER
 from optima_pipelines.orchestration.retries import fail_on_permanent, is_transient
 from optima_pipelines.orchestration.rnp_plan import MART, ROLLUPS, FeedEvent, demands_from_events
@@ -623,13 +624,15 @@ def recompute_in_run(context: OpExecutionContext, warehouse: Warehouse, events: 
             _record(context, warehouse, table, by_table[table], started_at, stats=stats)
             _warn_dropped(context, stats)
             outside = stats.days_outside_partitions
-            for cabinet, day in by_table[table]:
-                if day not in outside:
-                    context.log_event(
-                        AssetMaterialization(
-                            asset_key=table, partition=cabinet_day_key(cabinet, day), metadata=stats.metadata()
-                        )
-                    )
+            metadata = stats.metadata()
+            log_materializations(
+                context,
+                [
+                    AssetMaterialization(asset_key=table, partition=cabinet_day_key(cabinet, day), metadata=metadata)
+                    for cabinet, day in by_table[table]
+                    if day not in outside
+                ],
+            )
         with warehouse.connect() as conn:
             covered = covered_days(list_partitions(conn, MART), [d for _, d in pairs])
             rows = compare_with_feeds(conn, [p for p, ok in zip(pairs, covered, strict=True) if ok])

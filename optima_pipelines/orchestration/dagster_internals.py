@@ -14,9 +14,11 @@ so the run coordinator overrides both the same way, through :func:`replace_run_q
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dagster import AssetMaterialization
 from dagster._core.launcher import (
     CheckRunHealthResult,
     LaunchRunContext,
@@ -49,6 +51,7 @@ __all__ = [
     "fork_run_workers_from_preloaded_server",
     "interrupt_this_process",
     "interrupts_captured",
+    "log_materializations",
     "registered_instance",
     "replace_run_queue_config",
     "run_dagster_cli",
@@ -90,6 +93,40 @@ def share_storage_engine(storage: Any, engine: Any) -> None:
     statement opens a PostgreSQL session (orchestration/storage.py says why that matters here)."""
     for part in (storage._run_storage, storage._event_log_storage, storage._schedule_storage):
         part._engine = engine
+
+
+#: Events a Dagster process stores in one batch (Dagster reads DAGSTER_EVENT_BATCH_SIZE at every event;
+#: 0, its default, stores each event alone). A ranged run of the РНП records a materialization per
+#: partition and table, a sweep one per feed and changed day: thousands per run at 1,000 cabinets, at
+#: 4.4 ms and 2.7 ms of CPU each alone against 0.6 ms in batches of 1,000 (dagster-postgres's
+#: ``store_event_batch``: one INSERT of the events, their tags, the asset's last event).
+EVENT_BATCH_SIZE = 1000
+
+
+def enable_event_batches() -> None:
+    """Store the materializations a step records together in batches (``EVENT_BATCH_SIZE``) unless
+    the environment sets DAGSTER_EVENT_BATCH_SIZE itself. Called where definitions load, so every
+    process that executes runs (run workers, the code server, tests' in-process runs) batches."""
+    os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(EVENT_BATCH_SIZE))
+
+
+def log_materializations(context: Any, materializations: Sequence[AssetMaterialization]) -> None:
+    """``context.log_event`` for each materialization, as one event batch: Dagster batches only the
+    per-partition materializations of an asset's output, and ``log_event`` takes no batch. The events
+    are built as ``log_event`` builds them (``DagsterEvent.asset_materialization`` on the step's
+    context, appended to the op context's ``_events`` so that the step yields them), with
+    ``DagsterEventBatchMetadata`` marking the last one: the instance stores them together."""
+    from dagster._core.events import DagsterEvent, DagsterEventBatchMetadata, generate_event_batch_id
+
+    if not materializations:
+        return
+    op_context = getattr(context, "op_execution_context", context)
+    step_context = op_context._step_execution_context
+    batch_id = generate_event_batch_id()
+    last = len(materializations) - 1
+    for n, materialization in enumerate(materializations):
+        batch = DagsterEventBatchMetadata(batch_id, n == last)
+        op_context._events.append(DagsterEvent.asset_materialization(step_context, materialization, batch))
 
 
 def registered_instance(component: QueuedRunCoordinator | RunLauncher) -> DagsterInstance:

@@ -16,6 +16,7 @@ from typing import Any
 from dagster import AssetExecutionContext, AssetMaterialization, MetadataValue, OpExecutionContext
 
 from optima_pipelines.logs import get_logger
+from optima_pipelines.orchestration.dagster_internals import log_materializations
 from optima_pipelines.partitions import CABINETS_NAME, cabinet_day_key
 from optima_pipelines.settings import load_settings
 from optima_pipelines.sync.runs import SyncRun
@@ -42,10 +43,12 @@ def emit_days(
     request_id: int | None = None,
     skip: tuple[str, date] | None = None,
 ) -> list[str]:
-    """One materialization per (feed, changed day) of a cabinet × day feed; returns the partition keys.
+    """One materialization per (feed, changed day) of a cabinet × day feed, stored as one batch;
+    returns the partition keys.
 
     Days outside the partitions (before OPTIMA_PARTITIONS_START) are logged, not materialized."""
     keys = []
+    events = []
     for run in runs:
         for day in sorted(run.changed_days | run.report_days):
             if skip == (run.feed, day):
@@ -56,7 +59,7 @@ def emit_days(
                 )
                 continue
             key = cabinet_day_key(run.cabinet_id, day)
-            context.log_event(
+            events.append(
                 AssetMaterialization(
                     asset_key=run.feed,
                     partition=key,
@@ -64,6 +67,7 @@ def emit_days(
                 )
             )
             keys.append(str(key))
+    log_materializations(context, events)
     return keys
 
 

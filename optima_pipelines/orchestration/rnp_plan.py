@@ -216,7 +216,9 @@ def widen(demands: Mapping[tuple[str, date], set[str]], cabinet_order: Sequence[
     stock snapshot...), and cabinets without changes between them: planned exactly, a tick of 1,000
     cabinets was fifteen runs (bench/scale.py). A recompute skips every pair whose feeds did not
     change (rnp_watermarks), so asking for more costs a watermark read, not a recompute. Here each
-    cabinet whose demanded days lie within WIDEN_WITHIN_DAYS gets every day of that span; the
+    cabinet whose demanded days lie within WIDEN_WITHIN_DAYS gets every day of that span (of the
+    union of those spans, when it is that short too: one ads sync touched today, another increment
+    the last four days); the
     cabinets of one span get every rollup any of them asked for; and the cabinets between them in
     ``cabinet_order`` join with the same span and rollups. Cabinets asking for longer ranges (an
     import of 90 days) keep their exact demands. Never use it for a forced recompute (the nightly
@@ -232,6 +234,10 @@ def widen(demands: Mapping[tuple[str, date], set[str]], cabinet_order: Sequence[
         first, last = min(days), max(days)
         if (last - first).days < WIDEN_WITHIN_DAYS:
             by_span[(first, last)].append(cabinet)
+    if by_span:
+        first, last = min(f for f, _ in by_span), max(la for _, la in by_span)
+        if (last - first).days < WIDEN_WITHIN_DAYS:  # the spans together are still short: one span
+            by_span = {(first, last): [c for cabinets in by_span.values() for c in cabinets]}
     position = {c: i for i, c in enumerate(cabinet_order)}
     for (first, last), cabinets in by_span.items():
         rollups = set().union(*(rollups_of[c] for c in cabinets))

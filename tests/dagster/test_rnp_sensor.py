@@ -65,7 +65,7 @@ def planned(result: SensorResult) -> set[tuple[tuple[str, ...], str, str]]:
     return out
 
 
-def test_events_request_exactly_the_affected_partitions_of_the_matching_rollups(dagster_instance, warehouse_conn):
+def test_events_request_every_affected_partition_of_the_matching_rollups(dagster_instance, warehouse_conn):
     add_cabinets(dagster_instance, "c0", "c1", "c2")
     conn = warehouse_conn
     d0, d1, d3, d25 = TODAY, days_ago(1), days_ago(3), days_ago(25)
@@ -87,19 +87,16 @@ def test_events_request_exactly_the_affected_partitions_of_the_matching_rollups(
 
     result = tick(dagster_instance)
     assert isinstance(result, SensorResult)
-    sales, ads, fin, daily = (
-        ("rnp_sales", "rnp_daily"),
-        ("rnp_ads", "rnp_daily"),
-        ("rnp_finance", "rnp_daily"),
-        ("rnp_daily",),
-    )
+    sales, ads, fin = (("rnp_sales", "rnp_daily"), ("rnp_ads", "rnp_daily"), ("rnp_finance", "rnp_daily"))
     assert planned(result) == {
-        (sales, f"c1|{d1}", f"c2|{d0}"),  # both cabinets' last two days: one run over the rectangle
+        # c2's last two days and c0's today, widened into one rectangle with c1 between them in the
+        # partition order (each pair's watermark skips what did not change)...
+        (sales, f"c0|{d1}", f"c2|{d0}"),
+        # ... and what c1's changes ask for beyond that: its days span three weeks, planned exactly.
         (sales, f"c1|{d3}", f"c1|{d3}"),
         (ads, f"c1|{d0}", f"c1|{d0}"),
         (fin, f"c1|{days_ago(2)}", f"c1|{days_ago(2)}"),
         (fin, f"c1|{d25}", f"c1|{d25}"),
-        (daily, f"c0|{d0}", f"c0|{d0}"),
     }
     for request in result.run_requests or []:
         assert request.tags["optima/queue"] == "re-aggregate"
@@ -110,6 +107,7 @@ def test_events_request_exactly_the_affected_partitions_of_the_matching_rollups(
         execute_request(dagster_instance, request)
     # c1's today is merged twice (after its sales and after its ads, in two runs): harmless, not extra days.
     assert set(materialized_partitions(dagster_instance, "rnp_daily", before)) == {
+        f"c0|{d1}",
         f"c1|{d1}",
         f"c1|{d0}",
         f"c2|{d1}",
@@ -270,35 +268,43 @@ def test_a_recompute_the_database_refuses_fails_at_once_with_the_cause_and_is_co
     assert scraped.get(key) == 1
 
 
-def test_while_recomputes_wait_in_the_queue_new_events_wait_and_are_then_planned_together(
-    dagster_instance, warehouse_conn, optima_env
+@pytest.mark.parametrize("status", ["QUEUED", "STARTED"])
+def test_while_its_last_run_has_not_ended_new_events_wait_and_are_then_planned_together(
+    dagster_instance, warehouse_conn, optima_env, status
 ):
-    """Sweeps materialize many cabinets at once: rather than a run per tick while the queue is
-    full, the events wait (the cursor stays) and the next tick plans one run over all of them."""
+    """Sweeps materialize many cabinets at once: rather than a run per plan while the sensor's last
+    run waits or works, the events wait (the cursor stays) and the tick after it ends plans one run
+    over all of them. Runs the sensor did not launch (the nightly merge, a backfill) hold nothing."""
     import uuid
 
     from dagster import DagsterRun
 
-    from optima_pipelines.sensors.rnp import MAX_QUEUED_RECOMPUTES
-
     add_cabinets(dagster_instance, "c1", "c2")
-    waiting = []
-    for _ in range(MAX_QUEUED_RECOMPUTES):
-        run = DagsterRun(job_name="rnp_recompute", run_id=str(uuid.uuid4()))
+
+    def run_of(trigger: str) -> str:
+        run = DagsterRun(job_name="rnp_recompute", run_id=str(uuid.uuid4()), tags={"optima/trigger": trigger})
         dagster_instance.add_run(run)
         warehouse_conn.execute(
-            f"UPDATE dagster_{optima_env}.runs SET status = 'QUEUED' WHERE run_id = %s", (run.run_id,)
+            f"UPDATE dagster_{optima_env}.runs SET status = %s WHERE run_id = %s", (status, run.run_id)
         )
-        waiting.append(run.run_id)
+        return run.run_id
+
+    nightly = run_of("schedule")
     report_feed_event(dagster_instance, "wb_orders", "c1", TODAY)
-    held = tick(dagster_instance)
-    assert isinstance(held, SkipReason) and "already queued" in str(held.skip_message)
+    first = tick(dagster_instance)
+    assert isinstance(first, SensorResult) and planned(first) == {
+        (("rnp_sales", "rnp_daily"), f"c1|{TODAY}", f"c1|{TODAY}")
+    }
+    mine = run_of("sensor")
     report_feed_event(dagster_instance, "wb_orders", "c2", TODAY)
-    for run_id in waiting:
+    report_feed_event(dagster_instance, "ad_campaign_stats", "c1", TODAY)
+    held = tick(dagster_instance, first.cursor)
+    assert isinstance(held, SkipReason) and "not ended yet" in str(held.skip_message)
+    for run_id in (mine, nightly):
         dagster_instance.delete_run(run_id)
-    together = tick(dagster_instance)
+    together = tick(dagster_instance, first.cursor)
     assert isinstance(together, SensorResult)
-    assert planned(together) == {(("rnp_sales", "rnp_daily"), f"c1|{TODAY}", f"c2|{TODAY}")}
+    assert planned(together) == {(("rnp_sales", "rnp_ads", "rnp_daily"), f"c1|{TODAY}", f"c2|{TODAY}")}
 
 
 def test_the_sensor_plans_at_most_once_a_minute_and_what_came_meanwhile_goes_together(dagster_instance, monkeypatch):

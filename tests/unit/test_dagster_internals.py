@@ -184,3 +184,19 @@ def test_the_postgres_storage_parts_talk_through_the_engine_we_hand_them() -> No
             f"{cls.__name__}.{method.__name__} no longer connects through self._engine: orchestration/storage.py's "
             "pooled engine would be bypassed and every statement would open a PostgreSQL session again"
         )
+
+
+def test_a_steps_logged_events_are_the_list_we_append_to_and_dagster_batches_by_its_setting() -> None:
+    from dagster import OpExecutionContext
+    from dagster._core.events import DagsterEvent
+    from dagster._core.instance.methods import event_methods
+
+    log_event = inspect.getsource(OpExecutionContext.log_event)
+    assert "self._events.append(" in log_event and "self._step_execution_context" in log_event, (
+        "OpExecutionContext.log_event no longer appends to _events built on _step_execution_context: "
+        "log_materializations must build its events another way"
+    )
+    assert "batch_metadata" in inspect.signature(DagsterEvent.asset_materialization).parameters
+    assert 'os.getenv("DAGSTER_EVENT_BATCH_SIZE"' in inspect.getsource(event_methods), (
+        "Dagster no longer reads DAGSTER_EVENT_BATCH_SIZE: enable_event_batches has no effect"
+    )

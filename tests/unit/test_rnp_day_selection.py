@@ -253,3 +253,20 @@ def test_a_windows_mixed_changes_are_widened_into_one_run_and_an_import_stays_ex
     with_import = plan_recomputes(widen(demands, cabinets), cabinets, products=sizes)
     assert Recompute(("c0500",), d(-89), d(-89), ("rnp_sales",)) in with_import
     assert all(r.days <= 3 for r in with_import if r.start != d(-89))
+
+
+def test_a_windows_different_short_spans_become_one_rectangle_a_long_one_does_not():
+    """Ads of today for some cabinets, an increment's last four days for others: one span over both
+    (one run, not one per span); a cabinet whose own days span more than a week is planned exactly."""
+    from optima_pipelines.orchestration.rnp_plan import widen
+
+    cabinets = [f"c{i}" for i in range(6)]
+    demands: dict[tuple[str, date], set[str]] = {(c, D): {"rnp_ads"} for c in cabinets[:3]}
+    demands |= {(c, d(-n)): {"rnp_sales"} for c in cabinets[3:] for n in range(4)}
+    assert plan_recomputes(widen(demands, cabinets), cabinets) == [
+        Recompute(tuple(cabinets), d(-3), D, ("rnp_sales", "rnp_ads"))
+    ]
+    demands[("c5", d(-8))] = {"rnp_sales"}  # c5's own span is now long: planned exactly
+    plan = plan_recomputes(widen(demands, cabinets), cabinets)
+    assert Recompute(("c5",), d(-8), d(-8), ("rnp_sales",)) in plan
+    assert Recompute(tuple(cabinets[:5]), d(-3), D, ("rnp_sales", "rnp_ads")) in plan
