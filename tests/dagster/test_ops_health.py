@@ -116,7 +116,7 @@ class TcpProxy:
     """A TCP forwarder to the test's PostgreSQL: ``stop()`` is the database stopping under a
     running checker (every connection refused from then on)."""
 
-    def __init__(self, target: tuple[str, int]):
+    def __init__(self, target: tuple[str, int] | str):
         import socket
 
         self.target = target
@@ -133,7 +133,11 @@ class TcpProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(self.target)
+            if isinstance(self.target, str):  # a Unix socket (the embedded server's)
+                upstream = socket.socket(socket.AF_UNIX)
+                upstream.connect(self.target)
+            else:
+                upstream = socket.create_connection(self.target)
             self.open += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
@@ -167,7 +171,7 @@ class TcpProxy:
 def test_with_the_database_stopped_health_names_each_failed_part_within_its_budget(
     dagster_instance, database_url, settings, cipher, monkeypatch
 ):
-    from urllib.parse import urlsplit, urlunsplit
+    from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
     from dagster import DagsterInstance
 
@@ -175,10 +179,14 @@ def test_with_the_database_stopped_health_names_each_failed_part_within_its_budg
     from optima_pipelines.ops.health import CHECK_BUDGET_SECONDS
 
     parts = urlsplit(database_url)
-    proxy = TcpProxy((parts.hostname, parts.port or 5432))
-    proxied = urlunsplit(
-        parts._replace(netloc=parts.netloc.replace(f"{parts.hostname}:{parts.port}", f"127.0.0.1:{proxy.port}"))
-    )
+    query = parse_qs(parts.query)
+    if "host" in query:  # the embedded server listens on a Unix socket in that folder
+        proxy = TcpProxy(f"{query.pop('host')[0]}/.s.PGSQL.{parts.port or 5432}")
+        netloc = f"{parts.netloc.rsplit('@', 1)[0]}@127.0.0.1:{proxy.port}"
+    else:
+        proxy = TcpProxy((parts.hostname, parts.port or 5432))
+        netloc = parts.netloc.replace(f"{parts.hostname}:{parts.port}", f"127.0.0.1:{proxy.port}")
+    proxied = urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, doseq=True)))
     monkeypatch.setenv("OPTIMA_DAGSTER_STORAGE_URL", dagster_storage_url(proxied, settings.dagster_schema))
     with DagsterInstance.get() as instance:  # the metrics process's instance, built while PostgreSQL is up
         up = {
