@@ -156,9 +156,12 @@ def cadences() -> list[Cadence]:
             RE_AGGREGATE,
             "rnp_recompute",
             "events",
-            "every 3 s",
+            # A user's import recomputes its own days in its run; scheduled syncs' changes are planned
+            # at most every OPTIMA_REAGGREGATE_EVERY_SECONDS: a tick every 3 s cost the daemon and
+            # the code server ~1,000 ticks an hour for nothing (bench/scale.py, N = 200).
+            "every 15 s",
             "new materializations of the feed assets in the event log (cursor)",
-            interval_seconds=3,
+            interval_seconds=15,
         ),
         Cadence(
             "rnp_merge_sync",

@@ -189,9 +189,9 @@ def cabinet_sizes(warehouse: Warehouse, cabinets: Sequence[str], day: date) -> d
 @sensor(
     name="rnp_reaggregate_sensor",
     job=rnp_recompute_job,
-    # A user import's days wait for this tick (bench/freshness.py); a tick reads a few event-log
-    # rows per feed (262 ms at 1,000 cabinets with an increment of each to read, bench/definitions_scale.py).
-    minimum_interval_seconds=cadence("rnp_reaggregate_sensor").interval_seconds or 3,
+    # A tick reads a few event-log rows per feed (262 ms at 1,000 cabinets with an increment of each
+    # to read, bench/definitions_scale.py); a user's import does not wait for it (its run recomputes its days).
+    minimum_interval_seconds=cadence("rnp_reaggregate_sensor").interval_seconds or 15,
     default_status=sensor_status("rnp_reaggregate_sensor"),
     description="Re-aggregation: reads new materializations of the WB feeds from the event log and requests "
     "the affected (cabinet, day) partitions of the matching РНП rollup and of rnp_daily, batched into "
