@@ -15,8 +15,9 @@
 --   ad_cpc          ad_spend / ad_clicks, to the kopeck (NULL without clicks)
 --   ad_cpm          1000 * ad_spend / ad_views, to the kopeck (NULL without views)
 --
--- The form of this file, and money in kopecks: see rnp_sales.sql. The counters are summed with
--- rnp_sum (a bigint sum: sum(bigint) would keep a numeric state per row of the result).
+-- The form of this file, money in kopecks and the rows aggregated in key order: see rnp_sales.sql.
+-- The counters are summed with rnp_sum (a bigint sum: sum(bigint) would keep a numeric state per
+-- row of the result).
 ads AS (
     SELECT cabinet_id, day, nm_id,
            rnp_sum(views) AS ad_views,
@@ -32,6 +33,7 @@ ads AS (
                a.sum AS spend, rnp_kopecks(a.sum) AS spend_k, a.sum_price AS orders_sum, rnp_kopecks(a.sum_price) AS orders_sum_k
         FROM ad_campaign_stats a
         WHERE a.cabinet_id = ANY(%(cabinet_ids)s) AND a.day BETWEEN %(first)s AND %(last)s
+        ORDER BY a.cabinet_id, a.day, a.nm_id
         OFFSET 0
     ) a
     GROUP BY cabinet_id, day, nm_id

@@ -28,6 +28,14 @@
 -- numeric once per row (rnp_money); an amount with more than two decimals is summed as numeric
 -- apart (the `_rest` sums: rnp_numsum ... FILTER ... IS NULL) and added, so every sum is exact. Each feed row's
 -- kopecks are computed once, in a subquery the planner keeps (OFFSET 0).
+--
+-- The feed rows are aggregated in key order (the subqueries' ORDER BY, an incremental sort of the
+-- (cabinet_id, day) index order by nm_id): a GroupAggregate streams where a HashAggregate keeps a
+-- state per group, and the rows come out, and are written, in the order of the table's primary key
+-- (but for the days' products with sales and no orders, which the full join adds at the end), so
+-- each insert lands next to the previous one in the b-tree instead of on a random leaf (a 45-day
+-- half of bench/rnp_recompute.py: rnp_sales 1.9 → 1.4 s of CPU, and rnp_daily, which reads the
+-- rollups in heap order, 2.6 → 2.1 s).
 orders AS (
     SELECT cabinet_id, day, nm_id,
            count(*) AS orders_count,
@@ -44,6 +52,7 @@ orders AS (
                rnp_kopecks(o.price_with_disc) AS price_k, o.spp, rnp_kopecks(o.spp) AS spp_k
         FROM wb_orders o
         WHERE o.cabinet_id = ANY(%(cabinet_ids)s) AND o.day BETWEEN %(first)s AND %(last)s
+        ORDER BY o.cabinet_id, o.day, o.nm_id
         OFFSET 0
     ) o
     GROUP BY cabinet_id, day, nm_id
@@ -61,6 +70,7 @@ sales AS (
                rnp_kopecks(s.price_with_disc) AS price_k
         FROM wb_sales s
         WHERE s.cabinet_id = ANY(%(cabinet_ids)s) AND s.day BETWEEN %(first)s AND %(last)s
+        ORDER BY s.cabinet_id, s.day, s.nm_id
         OFFSET 0
     ) s
     GROUP BY cabinet_id, day, nm_id
