@@ -35,7 +35,9 @@ def import_request_run(instance, conn, cabinet: str, days: int):  # type: ignore
 def test_an_import_run_writes_its_own_days_to_rnp_daily(wb, warehouse_conn, dagster_instance, database_url, optima_env):  # noqa: F811
     run, request_id, period = import_request_run(dagster_instance, warehouse_conn, "c2", 3)
 
-    # The seller's days are in rnp_daily, with the orders WB sent, when the import run ends.
+    # The seller's days are in rnp_daily, with the orders WB sent, when the import run ends (just
+    # after midnight in Moscow, today has no orders yet: the days together have).
+    ordered = 0
     for day in period:
         mart = warehouse_conn.execute(
             "SELECT sum(orders_count), sum(orders_sum) FROM rnp_daily WHERE cabinet_id = 'c2' AND day = %s", (day,)
@@ -43,8 +45,9 @@ def test_an_import_run_writes_its_own_days_to_rnp_daily(wb, warehouse_conn, dags
         feed = warehouse_conn.execute(
             "SELECT count(*), sum(price_with_disc) FROM wb_orders WHERE cabinet_id = 'c2' AND day = %s", (day,)
         ).fetchone()
-        assert feed[0] > 0
-        assert mart == feed
+        ordered += feed[0]
+        assert (mart[0] or 0, mart[1] or 0) == (feed[0], feed[1] or 0)
+    assert ordered > 0
     # ... as materializations of the РНП assets of those partitions, in the import's own run, with
     # the mart's checks.
     materialized = {
@@ -99,7 +102,7 @@ def test_an_import_publishes_its_days_before_wbs_last_page(wb, warehouse_conn, d
     failure = next(e for e in run.all_events if e.event_type == DagsterEventType.STEP_FAILURE)
     assert "sales" in str(failure.event_specific_data.error)  # type: ignore[union-attr]
 
-    buyouts = 0
+    buyouts = ordered = 0
     for day in [date_from + timedelta(days=n) for n in range(3)]:
         orders = warehouse_conn.execute(
             "SELECT count(*), sum(price_with_disc) FROM wb_orders WHERE cabinet_id = 'c2' AND day = %s", (day,)
@@ -112,7 +115,8 @@ def test_an_import_publishes_its_days_before_wbs_last_page(wb, warehouse_conn, d
             " WHERE cabinet_id = 'c2' AND day = %s",
             (day,),
         ).fetchone()
-        assert orders[0] > 0
-        assert mart == (orders[0], orders[1], sales[0])
+        assert (mart[0] or 0, mart[1] or 0, mart[2] or 0) == (orders[0], orders[1] or 0, sales[0])
+        ordered += orders[0]
         buyouts += sales[0]
+    assert ordered > 0
     assert buyouts > 0  # the sales' first page is in the mart, not only the orders
