@@ -19,17 +19,34 @@ from tests.dagster.test_digitization import sim, wb  # noqa: F401  (fixtures: th
 from tests.rnp_feeds import execute_request
 
 
-def import_request_run(instance, conn, cabinet: str, days: int):  # type: ignore[no-untyped-def]
+def import_request_run(instance, conn, cabinet: str, days: int, *, succeeds: bool = True):  # type: ignore[no-untyped-def]
     """A user's import request of the last ``days`` days, run as the daemon would run it."""
     date_from = today_moscow() - timedelta(days=days - 1)
     request_id = outbox.create_request(conn, "import-user-feeds", cabinet, {"dateFrom": date_from.isoformat()})
     with build_sensor_context(instance=instance, resources=RESOURCES) as context:
         (run_request,) = requests_sensor(context).run_requests  # type: ignore[union-attr]
     job = defs.get_job_def(run_request.job_name)
-    run = job.execute_in_process(run_config=run_request.run_config, instance=instance, tags=run_request.tags)
-    assert run.success
+    run = job.execute_in_process(
+        run_config=run_request.run_config, instance=instance, tags=run_request.tags, raise_on_error=False
+    )
+    assert run.success == succeeds
     period = [date_from + timedelta(days=n) for n in range(days)]
     return run, request_id, period
+
+
+def day_totals(conn, cabinet: str, day) -> tuple[tuple, tuple]:  # type: ignore[no-untyped-def]
+    """(rnp_daily, the feeds) of one day: orders count and sum, buyouts count (0 where there are none)."""
+    mart = conn.execute(
+        "SELECT sum(orders_count), sum(orders_sum), sum(buyouts_count) FROM rnp_daily WHERE cabinet_id = %s AND day = %s",
+        (cabinet, day),
+    ).fetchone()
+    orders = conn.execute(
+        "SELECT count(*), sum(price_with_disc) FROM wb_orders WHERE cabinet_id = %s AND day = %s", (cabinet, day)
+    ).fetchone()
+    (buyouts,) = conn.execute(
+        "SELECT count(*) FILTER (WHERE NOT is_return) FROM wb_sales WHERE cabinet_id = %s AND day = %s", (cabinet, day)
+    ).fetchone()
+    return tuple(v or 0 for v in mart), (orders[0], orders[1] or 0, buyouts)
 
 
 def test_an_import_run_writes_its_own_days_to_rnp_daily(wb, warehouse_conn, dagster_instance, database_url, optima_env):  # noqa: F811
@@ -39,14 +56,9 @@ def test_an_import_run_writes_its_own_days_to_rnp_daily(wb, warehouse_conn, dags
     # after midnight in Moscow, today has no orders yet: the days together have).
     ordered = 0
     for day in period:
-        mart = warehouse_conn.execute(
-            "SELECT sum(orders_count), sum(orders_sum) FROM rnp_daily WHERE cabinet_id = 'c2' AND day = %s", (day,)
-        ).fetchone()
-        feed = warehouse_conn.execute(
-            "SELECT count(*), sum(price_with_disc) FROM wb_orders WHERE cabinet_id = 'c2' AND day = %s", (day,)
-        ).fetchone()
-        ordered += feed[0]
-        assert (mart[0] or 0, mart[1] or 0) == (feed[0], feed[1] or 0)
+        mart, feeds = day_totals(warehouse_conn, "c2", day)
+        ordered += feeds[0]
+        assert mart[:2] == feeds[:2]
     assert ordered > 0
     # ... as materializations of the РНП assets of those partitions, in the import's own run, with
     # the mart's checks.
@@ -90,33 +102,15 @@ def test_an_import_publishes_its_days_before_wbs_last_page(wb, warehouse_conn, d
     that last sales answer: the import fails, naming it, and the days are in rnp_daily all the same,
     equal to what was stored."""
     wb.faults.set("*supplier/sales", malformed=True, after=1)
-    date_from = today_moscow() - timedelta(days=2)
-    outbox.create_request(warehouse_conn, "import-user-feeds", "c2", {"dateFrom": date_from.isoformat()})
-    with build_sensor_context(instance=dagster_instance, resources=RESOURCES) as context:
-        (run_request,) = requests_sensor(context).run_requests  # type: ignore[union-attr]
-    job = defs.get_job_def(run_request.job_name)
-    run = job.execute_in_process(
-        run_config=run_request.run_config, instance=dagster_instance, tags=run_request.tags, raise_on_error=False
-    )
-    assert not run.success
+    run, _, period = import_request_run(dagster_instance, warehouse_conn, "c2", 3, succeeds=False)
     failure = next(e for e in run.all_events if e.event_type == DagsterEventType.STEP_FAILURE)
     assert "sales" in str(failure.event_specific_data.error)  # type: ignore[union-attr]
 
     buyouts = ordered = 0
-    for day in [date_from + timedelta(days=n) for n in range(3)]:
-        orders = warehouse_conn.execute(
-            "SELECT count(*), sum(price_with_disc) FROM wb_orders WHERE cabinet_id = 'c2' AND day = %s", (day,)
-        ).fetchone()
-        sales = warehouse_conn.execute(
-            "SELECT count(*) FILTER (WHERE NOT is_return) FROM wb_sales WHERE cabinet_id = 'c2' AND day = %s", (day,)
-        ).fetchone()
-        mart = warehouse_conn.execute(
-            "SELECT sum(orders_count), sum(orders_sum), sum(buyouts_count) FROM rnp_daily"
-            " WHERE cabinet_id = 'c2' AND day = %s",
-            (day,),
-        ).fetchone()
-        assert (mart[0] or 0, mart[1] or 0, mart[2] or 0) == (orders[0], orders[1] or 0, sales[0])
-        ordered += orders[0]
-        buyouts += sales[0]
+    for day in period:
+        mart, feeds = day_totals(warehouse_conn, "c2", day)
+        assert mart == feeds
+        ordered += feeds[0]
+        buyouts += feeds[2]
     assert ordered > 0
     assert buyouts > 0  # the sales' first page is in the mart, not only the orders
