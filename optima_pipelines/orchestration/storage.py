@@ -24,7 +24,11 @@ from dagster_postgres import DagsterPostgresStorage
 from dagster_postgres.utils import get_token_provider_from_config, pg_url_from_config
 from sqlalchemy import Engine, create_engine
 
-from optima_pipelines.orchestration.dagster_internals import ConfigurableClassData, share_storage_engine
+from optima_pipelines.orchestration.dagster_internals import (
+    ConfigurableClassData,
+    share_storage_engine,
+    store_planned_events_in_batches,
+)
 
 #: Sessions each process keeps for Dagster's storage, and how many more it may open at once (closed
 #: when returned). A run writes its events from one thread; the daemon's threads (sensors,
@@ -85,6 +89,8 @@ class OptimaPostgresStorage(DagsterPostgresStorage):
         _CHECKED.add(key)
         if token_provider is None:  # a token-authenticated server keeps dagster-postgres's own engines
             share_storage_engine(self, shared_engine(postgres_url))
+        # A run's planned materializations, one per asset and partition, in one INSERT a batch.
+        store_planned_events_in_batches(self)
 
     @classmethod
     def from_config_value(

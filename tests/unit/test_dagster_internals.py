@@ -200,3 +200,25 @@ def test_a_steps_logged_events_are_the_list_we_append_to_and_dagster_batches_by_
     assert 'os.getenv("DAGSTER_EVENT_BATCH_SIZE"' in inspect.getsource(event_methods), (
         "Dagster no longer reads DAGSTER_EVENT_BATCH_SIZE: enable_event_batches has no effect"
     )
+
+
+def test_a_planned_event_is_stored_as_an_event_row_and_its_assets_row_only() -> None:
+    """store_planned_events_in_batches does for a batch what dagster-postgres's store_event does for
+    one planned event: the event's row, then the asset's row; if store_event starts doing more for a
+    planned event (tags, a partition table), the batch would skip it."""
+    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+    from dagster_postgres.event_log import PostgresEventLogStorage
+
+    for name in ("prepare_insert_event_batch", "_store_asset_event", "index_transaction", "_connect"):
+        assert callable(getattr(PostgresEventLogStorage, name, None)), f"PostgresEventLogStorage.{name} is gone"
+    store_event = inspect.getsource(PostgresEventLogStorage.store_event)
+    assert "self._store_asset_event_tags(conn, [event], [event_id])" in store_event
+    assert "self._store_asset_event(conn, event, event_id)" in store_event
+    tags = inspect.getsource(SqlEventLogStorage._tags_for_asset_event)
+    assert "is_step_materialization" in tags and "is_asset_observation" in tags and "planned" not in tags, (
+        "asset event tags no longer come from materializations and observations only"
+    )
+    values = inspect.getsource(SqlEventLogStorage._get_asset_entry_values)
+    assert 'entry_values.update({"last_run_id": event.run_id})' in values, (
+        "a planned event no longer sets just the asset's last_run_id: the batch's last event per asset may not decide"
+    )
