@@ -105,10 +105,12 @@ def store_planned_events_in_batches(storage: Any) -> None:
     Dagster announces a run's planned materializations when it creates the run: one event per asset
     and partition (the per-partition form is what marks a partition in progress, then failed, in the
     UI's partition grid), sent as one batch (``DagsterEventBatchMetadata``), which dagster-postgres
-    stores one event at a time (an INSERT and the asset row's UPDATE each, about 3 ms). The
+    stores one event at a time (an INSERT and the asset row's UPDATE each, about 1 ms). The
     re-aggregation sensor's run over 1,000 cabinets × 2 days plans 8,000 of them: the daemon took
-    12-15 s to create each such run, and the sensor's tick, which creates its runs, 85 s for five
-    (issue 17: its ticks 385 s apart at N = 1,000). Stored here as dagster-postgres stores a
+    7-15 s to create each such run (2.9 s with this), and the sensor's tick, which creates its runs,
+    35-85 s for five (issue 17: its ticks 385 s apart at N = 1,000; bench/reaggregate_tick.py). If
+    the asset rows' transaction fails after the INSERT, Dagster's fallback stores the batch again one
+    by one, as it does for its own materialization batches. Stored here as dagster-postgres stores a
     materialization batch: the events in one INSERT (``prepare_insert_event_batch``), then each
     asset's row from its last event of the batch (``_store_asset_event``: a planned event sets only
     the asset's ``last_run_id`` and timestamp, so the last one decides). Planned events carry no tags."""
