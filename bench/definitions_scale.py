@@ -107,33 +107,11 @@ def measure_child(env: harness.Environment, events_behind: int) -> dict[str, Any
 
 
 def fill(env: harness.Environment, cabinets: int, events: int, runs: int) -> None:
-    from dagster import AssetKey, AssetMaterialization
-
-    from optima_pipelines.partitions import CABINETS_NAME, cabinet_day_key
-    from optima_pipelines.timeutil import today_moscow
-    from optima_pipelines.warehouse.cabinets import add_cabinet
-    from optima_pipelines.warehouse.secrets import TokenCipher
-
-    ids = [f"c{i:04d}" for i in range(1, cabinets + 1)]
-    cipher = TokenCipher(env.variables["OPTIMA_SECRET_KEY"].encode())
-    today = today_moscow()
     with env.instance() as instance:  # creates Dagster's tables
+        ids = harness.add_offline_cabinets(env, instance, cabinets)
         with env.connect() as conn:
-            for cabinet in ids:
-                add_cabinet(conn, cipher, cabinet, cabinet.upper(), f"bench-token-{cabinet}-{cabinet}")
             harness.fill_runs(conn, f"dagster_{env.env}", runs, cabinets, in_flight=False)
-        instance.add_dynamic_partitions(CABINETS_NAME, ids)
-        # One increment's events, as the feed runs report them: each cabinet's today and yesterday.
-        for cabinet in ids:
-            for feed in FEEDS:
-                for day in (today - timedelta(days=1), today):
-                    instance.report_runless_asset_event(
-                        AssetMaterialization(
-                            asset_key=AssetKey(feed),
-                            partition=cabinet_day_key(cabinet, day),
-                            metadata={"trigger": "scheduled", "rows_inserted": 10, "rows_updated": 2},
-                        )
-                    )
+        harness.report_increment(instance, ids, FEEDS)
     schema = f"dagster_{env.env}"
     with env.connect() as conn:
         # Older history: the same rows again (new storage ids) until the event log holds `events`.

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -585,6 +585,46 @@ def deployment(
         )
         instance = stack.enter_context(env.instance())
         yield Stack(env, dev, sim, instance)
+
+
+# --- cabinets and feed events without a simulator ---------------------------------------------
+
+
+def add_offline_cabinets(env: Environment, instance: Any, count: int) -> list[str]:
+    """``count`` active cabinets c0001… with well-formed tokens no WB accepts (nothing syncs them),
+    in the cabinets table and in Dagster's dynamic partition dimension; their ids."""
+    from optima_pipelines.partitions import CABINETS_NAME
+    from optima_pipelines.warehouse.cabinets import add_cabinet
+    from optima_pipelines.warehouse.secrets import TokenCipher
+
+    ids = [f"c{i:04d}" for i in range(1, count + 1)]
+    cipher = TokenCipher(env.variables["OPTIMA_SECRET_KEY"].encode())
+    with env.connect() as conn:
+        for cabinet in ids:
+            add_cabinet(conn, cipher, cabinet, cabinet.upper(), f"bench-token-{cabinet}-{cabinet}")
+    instance.add_dynamic_partitions(CABINETS_NAME, ids)
+    return ids
+
+
+def report_increment(instance: Any, cabinets: Sequence[str], feeds: Sequence[str]) -> None:
+    """One increment's feed materializations, as the feed runs report them: each cabinet's today and
+    yesterday of each feed."""
+    from dagster import AssetKey, AssetMaterialization
+
+    from optima_pipelines.partitions import cabinet_day_key
+    from optima_pipelines.timeutil import today_moscow
+
+    today = today_moscow()
+    for cabinet in cabinets:
+        for feed in feeds:
+            for day in (today - timedelta(days=1), today):
+                instance.report_runless_asset_event(
+                    AssetMaterialization(
+                        asset_key=AssetKey(feed),
+                        partition=cabinet_day_key(cabinet, day),
+                        metadata={"trigger": "scheduled", "rows_inserted": 10, "rows_updated": 2},
+                    )
+                )
 
 
 # --- history shaped like Dagster's own rows ------------------------------------------------------

@@ -38,25 +38,6 @@ FEEDS = ("wb_orders", "wb_sales", "ad_campaign_stats")
 SENSOR = "rnp_reaggregate_sensor"
 
 
-def report_window(instance: Any, cabinets: list[str]) -> None:
-    from dagster import AssetKey, AssetMaterialization
-
-    from optima_pipelines.partitions import cabinet_day_key
-    from optima_pipelines.timeutil import today_moscow
-
-    today = today_moscow()
-    for cabinet in cabinets:
-        for feed in FEEDS:
-            for day in (today - timedelta(days=1), today):
-                instance.report_runless_asset_event(
-                    AssetMaterialization(
-                        asset_key=AssetKey(feed),
-                        partition=cabinet_day_key(cabinet, day),
-                        metadata={"trigger": "scheduled", "rows_inserted": 10, "rows_updated": 2},
-                    )
-                )
-
-
 def sensor_ticks(instance: Any) -> list[Any]:
     from dagster._core.scheduler.instigation import InstigatorType
 
@@ -69,29 +50,21 @@ def sensor_ticks(instance: Any) -> list[Any]:
 def run(bench: Bench, opts: Any) -> None:
     from dagster import DagsterRunStatus, RunsFilter
 
-    from optima_pipelines.partitions import CABINETS_NAME
     from optima_pipelines.timeutil import today_moscow
-    from optima_pipelines.warehouse.cabinets import add_cabinet
-    from optima_pipelines.warehouse.secrets import TokenCipher
     from tests.system.harness import only_automations
 
     start = (today_moscow() - timedelta(days=730)).isoformat()
     ended = (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
     with bench.environment("reaggtick", OPTIMA_PARTITIONS_START=start, **only_automations(SENSOR)) as env:
-        cabinets = [f"c{i:04d}" for i in range(1, opts.cabinets + 1)]
-        cipher = TokenCipher(env.variables["OPTIMA_SECRET_KEY"].encode())
         with env.instance() as instance:
-            with env.connect() as conn:
-                for cabinet in cabinets:
-                    add_cabinet(conn, cipher, cabinet, cabinet.upper(), f"bench-token-{cabinet}-{cabinet}")
-            instance.add_dynamic_partitions(CABINETS_NAME, cabinets)
+            cabinets = harness.add_offline_cabinets(env, instance, opts.cabinets)
         with harness.deployment(env) as stack:
             planning: list[tuple[float, int]] = []  # (tick seconds, runs created)
             queued_to_start: list[float] = []
             seen: set[str] = set()
             for n in range(opts.rounds):
                 began = time.time()
-                report_window(stack.instance, cabinets)
+                harness.report_increment(stack.instance, cabinets, FEEDS)
                 harness.say(f"  round {n + 1}: {len(cabinets) * len(FEEDS) * 2:,} feed events reported")
 
                 def planned(began: float = began) -> Any:

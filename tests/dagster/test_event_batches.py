@@ -81,7 +81,7 @@ def test_a_ranged_runs_planned_partitions_are_stored_in_one_batch_each_partition
 ) -> None:
     """Creating a run over a range (the re-aggregation sensor's, a backfill's) announces every asset ×
     partition as planned: the UI marks each in progress, then failed if the run fails. Stored one by
-    one they held the daemon 12-15 s per 1,000-cabinet run; they go in one INSERT now."""
+    one they held the daemon 7-15 s per 1,000-cabinet run; they go in one INSERT now."""
     job_def = Definitions(
         assets=[planned_a, planned_b], jobs=[define_asset_job("planned_both", partitions_def=PLANNED_DAYS)]
     ).resolve_job_def("planned_both")
