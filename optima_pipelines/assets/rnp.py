@@ -72,7 +72,7 @@ PARTITIONS_PER_TRANSACTION = 92
 INPUTS: dict[str, tuple[str, ...]] = {
     "rnp_sales": ("wb_orders", "wb_sales"),
     "rnp_ads": ("ad_campaign_stats",),
-    "rnp_finance": ("wb_report_lines", "wb_orders"),
+    "rnp_finance": ("wb_report_lines",),
     "rnp_daily": ("rnp_funnel_stats", "stocks"),
 }
 #: First key of the two-key advisory locks that serialise writers of one (cabinet, day) of the РНП.
@@ -370,8 +370,6 @@ def _recompute_table(
         "first": first,
         "last": last,
     }
-    if table == "rnp_finance":
-        params["finance_wide"] = _finance_wide(conn, cabinet_ids, first, last)
     if table == MART:
         # The mart's joins are full joins, hash or merge. The rollups it reads were written by this
         # transaction and have no statistics yet: estimated at a row or two, the planner sorted
@@ -417,25 +415,6 @@ def _recompute_table(
     counted = conn.execute(_statement(_COUNT, table, columns), params).fetchone()
     assert counted is not None
     stats.rows = int(counted[0])
-
-
-def _finance_wide(conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date) -> bool:
-    """Whether rnp_finance.sql reads these days in one pass over the cabinets' report lines: when
-    they span a third or more of the days the cabinets' lines span. One pass joins every line to
-    its order once; the narrow form joins the days' orders to all lines and looks for the orders of
-    the days' lines apart, which for a 45-day half of a 90-day history took 50 % longer (0.9 s of
-    CPU), and for one day of it 0.09 s against the one pass's 1.2 s."""
-    row = conn.execute(
-        """
-        SELECT min(x.first), max(x.last)
-        FROM unnest(%s::text[]) AS c (cabinet_id),
-             LATERAL (SELECT min(day) AS first, max(day) AS last FROM wb_report_lines WHERE cabinet_id = c.cabinet_id) x
-        """,
-        (list(cabinets),),
-    ).fetchone()
-    if row is None or row[0] is None:
-        return False
-    return 3 * ((last - first).days + 1) >= (row[1] - row[0]).days + 1
 
 
 def refresh_statistics(conn: psycopg.Connection, tables: Sequence[str]) -> list[str]:

@@ -281,13 +281,12 @@ def source_order_days(
     conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date
 ) -> list[tuple[str, date]]:
     """(cabinet, day) of the source orders of the report lines of [first, last] (their own day) that
-    belong to another day: where those lines are placed (index probes by srid)."""
+    belong to another day: where those lines are placed (their attributed_day, migration 0015)."""
     rows = conn.execute(
         """
-        SELECT DISTINCT l.cabinet_id, o.day
+        SELECT DISTINCT l.cabinet_id, l.attributed_day
         FROM wb_report_lines l
-        JOIN wb_orders o ON o.cabinet_id = l.cabinet_id AND o.srid = l.srid
-        WHERE l.cabinet_id = ANY(%(cabinets)s) AND l.day BETWEEN %(first)s AND %(last)s AND o.day <> l.day
+        WHERE l.cabinet_id = ANY(%(cabinets)s) AND l.day BETWEEN %(first)s AND %(last)s AND l.attributed_day <> l.day
         ORDER BY 1, 2
         """,
         {"cabinets": list(cabinets), "first": first, "last": last},

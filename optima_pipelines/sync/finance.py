@@ -199,7 +199,10 @@ def import_report(
             "CREATE TEMP TABLE _report_upload (LIKE wb_report_lines INCLUDING DEFAULTS, "
             "file_row integer NOT NULL, line_key text, known boolean NOT NULL DEFAULT false) ON COMMIT DROP"
         )
-        conn.execute("ALTER TABLE _report_upload ALTER COLUMN rrd_id DROP NOT NULL")
+        # A staged line gets its rrd_id from finance_upload_write.sql, its attributed_day from the table's trigger.
+        conn.execute(
+            "ALTER TABLE _report_upload ALTER COLUMN rrd_id DROP NOT NULL, ALTER COLUMN attributed_day DROP NOT NULL"
+        )
         copy_sql = sql.SQL("COPY _report_upload ({}, file_row) FROM STDIN").format(
             sql.SQL(", ").join(map(ident, IMPORT_COLUMNS))
         )

@@ -4,7 +4,7 @@
 --
 -- A line belongs to the Moscow day of its source order: the wb_orders row with the line's srid
 -- (wb_orders.day), else, when no such order is known, the line's own day (wb_report_lines.day, from
--- rrDate). Money of goods moves with the document: lines with doc_type_name 'Возврат' (a return)
+-- rrDate); wb_report_lines.attributed_day holds that day. Money of goods moves with the document: lines with doc_type_name 'Возврат' (a return)
 -- subtract, every other line adds, which is how WB itself totals the report (WB gives return lines
 -- positive amounts). Charges (logistics, storage, acceptance, penalties, deductions) are taken as
 -- WB states them, whatever the document.
@@ -23,31 +23,13 @@
 --
 -- The form of this file, and money in kopecks: see rnp_sales.sql.
 lines AS (
-    -- Two forms of the same rows; %(finance_wide)s (assets/rnp.py) picks one, the other's branches
-    -- are not run. Narrow (a few days of the cabinets' history): through the orders of the requested
-    -- days and the lines of those days, by index. Wide (a third of that history or more, as a large
-    -- cabinet's first import): one pass over the cabinets' lines, each joined to its order once.
-    SELECT l.cabinet_id, coalesce(o.day, l.day) AS day, l.nm_id, l.doc_type_name, l.retail_amount, l.for_pay,
+    -- The range's lines by their attributed_day (migration 0015: the day of the line's source order,
+    -- else its own day, kept on the line by triggers), read by index with no join to the orders.
+    SELECT l.cabinet_id, l.attributed_day AS day, l.nm_id, l.doc_type_name, l.retail_amount, l.for_pay,
            l.vw, l.vw_nds, l.acquiring_fee, l.delivery_service, l.paid_storage, l.paid_acceptance, l.penalty,
            l.deduction
     FROM wb_report_lines l
-    LEFT JOIN wb_orders o ON o.cabinet_id = l.cabinet_id AND o.srid = l.srid
-    WHERE %(finance_wide)s AND l.cabinet_id = ANY(%(cabinet_ids)s)
-      AND coalesce(o.day, l.day) BETWEEN %(first)s AND %(last)s
-    UNION ALL
-    -- Narrow: lines whose source order is known, found through the orders of the requested days.
-    SELECT o.cabinet_id, o.day, l.nm_id, l.doc_type_name, l.retail_amount, l.for_pay, l.vw, l.vw_nds,
-           l.acquiring_fee, l.delivery_service, l.paid_storage, l.paid_acceptance, l.penalty, l.deduction
-    FROM wb_orders o
-    JOIN wb_report_lines l ON l.cabinet_id = o.cabinet_id AND l.srid = o.srid
-    WHERE NOT %(finance_wide)s AND o.cabinet_id = ANY(%(cabinet_ids)s) AND o.day BETWEEN %(first)s AND %(last)s
-    UNION ALL
-    -- Narrow: lines with no known source order, on their own day.
-    SELECT l.cabinet_id, l.day, l.nm_id, l.doc_type_name, l.retail_amount, l.for_pay, l.vw, l.vw_nds,
-           l.acquiring_fee, l.delivery_service, l.paid_storage, l.paid_acceptance, l.penalty, l.deduction
-    FROM wb_report_lines l
-    WHERE NOT %(finance_wide)s AND l.cabinet_id = ANY(%(cabinet_ids)s) AND l.day BETWEEN %(first)s AND %(last)s
-      AND NOT EXISTS (SELECT 1 FROM wb_orders o WHERE o.cabinet_id = l.cabinet_id AND o.srid = l.srid)
+    WHERE l.cabinet_id = ANY(%(cabinet_ids)s) AND l.attributed_day BETWEEN %(first)s AND %(last)s
 ),
 signed AS (
     SELECT cabinet_id, day, coalesce(nm_id, 0) AS nm_id,
