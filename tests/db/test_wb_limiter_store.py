@@ -97,6 +97,7 @@ DEFAULTED = {
     "source",
     "request_id",
     "line_seq",  # numbers identical lines of a user's uploaded report (migration 0007)
+    "attributed_day",  # where the РНП places a report line, set by its trigger (migration 0015)
 }
 
 
