@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -61,11 +61,14 @@ def merge_rows(
     *,
     day_column: str | None = "day",
     run_id: str | None = None,
+    derived: Mapping[str, sql.Composable] | None = None,
 ) -> MergeResult:
     """Upsert ``rows`` (tuples in ``columns`` order) into ``table`` keyed by ``key``.
 
     Duplicate keys within ``rows`` are allowed: the last one wins (WB repeats rows at page
-    boundaries). Must run inside a transaction (``with conn.transaction():``).
+    boundaries). Must run inside a transaction (``with conn.transaction():``). ``derived``: columns
+    the INSERT computes from the staged row (an SQL expression over its columns as ``s.<column>``),
+    written with it and not compared to tell whether a row changed.
     """
     if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE and conn.autocommit:
         raise RuntimeError("merge_rows must run inside a transaction")
@@ -90,23 +93,30 @@ def merge_rows(
         return MergeResult()
 
     non_key = [c for c in columns if c not in key]
+    derived = dict(derived or {})
     set_clause = sql.SQL(", ").join(
-        [sql.SQL("{0} = EXCLUDED.{0}").format(ident(c)) for c in non_key]
+        [sql.SQL("{0} = EXCLUDED.{0}").format(ident(c)) for c in [*non_key, *derived]]
         + [sql.SQL("loaded_at = now(), run_id = EXCLUDED.run_id")] * (run_id is not None)
     )
     distinct = sql.SQL("({}) IS DISTINCT FROM ({})").format(
         sql.SQL(", ").join(sql.SQL("{}.{}").format(ident(table), ident(c)) for c in non_key),
         sql.SQL(", ").join(sql.SQL("EXCLUDED.{}").format(ident(c)) for c in non_key),
     )
-    insert_cols = sql.SQL(", ").join(map(ident, [*columns, *(["run_id"] if run_id is not None else [])]))
-    select_cols = sql.SQL(", ").join([*map(ident, columns), *([sql.Literal(run_id)] if run_id is not None else [])])
+    insert_cols = sql.SQL(", ").join(map(ident, [*columns, *derived, *(["run_id"] if run_id is not None else [])]))
+    select_cols = sql.SQL(", ").join(
+        [
+            *(sql.SQL("s.{}").format(ident(c)) for c in columns),
+            *derived.values(),
+            *([sql.Literal(run_id)] if run_id is not None else []),
+        ]
+    )
     day = ident(day_column) if day_column else sql.SQL("NULL::date")
     # Duplicate keys within the load: the last row written (highest ctid) wins. The rows changed are
     # counted per day in SQL: returning one row per merged row to Python costs more than the count.
     query = sql.SQL(
         "WITH merged AS ("
         " INSERT INTO {table} ({insert_cols})"
-        " SELECT DISTINCT ON ({keys}) {select_cols} FROM {stage} ORDER BY {keys}, ctid DESC"
+        " SELECT DISTINCT ON ({keys}) {select_cols} FROM {stage} AS s ORDER BY {keys}, ctid DESC"
         " ON CONFLICT ({keys}) DO UPDATE SET {set_clause} WHERE {distinct}"
         " RETURNING (xmax = 0) AS inserted, {day} AS day) "
         "SELECT day, count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged GROUP BY day"

@@ -40,6 +40,13 @@ from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import ReportLine, WbClient
 
+#: A line's attributed_day (migration 0015), computed by the merge's INSERT: its order's day, else its own.
+PLACED = {
+    "attributed_day": sql.SQL(
+        "coalesce((SELECT o.day FROM wb_orders o WHERE o.cabinet_id = s.cabinet_id AND o.srid = s.srid), s.day)"
+    )
+}
+
 QUEUE = RNP_FINANCE_SYNC
 FEED = "wb_report_lines"
 #: sync_state feed of the nightly sync: its cursor is {date_from, date_to, after_rrd_id, complete}.
@@ -128,7 +135,7 @@ def _store_api_page(conn: psycopg.Connection, run: SyncRun, page: list[ReportLin
     rows = [(run.cabinet_id, *line.copy_row()) for line in page]
     rrd_ids = [line.rrd_id for line in page]
     with conn.transaction():
-        run.merge += merge_rows(conn, FEED, API_COLUMNS, KEY, rows, run_id=run.run_id)
+        run.merge += merge_rows(conn, FEED, API_COLUMNS, KEY, rows, run_id=run.run_id, derived=PLACED)
         uploads = conn.execute(
             "SELECT EXISTS (SELECT 1 FROM wb_report_lines WHERE cabinet_id = %s AND source = 'user_report')",
             (run.cabinet_id,),
@@ -199,10 +206,7 @@ def import_report(
             "CREATE TEMP TABLE _report_upload (LIKE wb_report_lines INCLUDING DEFAULTS, "
             "file_row integer NOT NULL, line_key text, known boolean NOT NULL DEFAULT false) ON COMMIT DROP"
         )
-        # A staged line gets its rrd_id from finance_upload_write.sql, its attributed_day from the table's trigger.
-        conn.execute(
-            "ALTER TABLE _report_upload ALTER COLUMN rrd_id DROP NOT NULL, ALTER COLUMN attributed_day DROP NOT NULL"
-        )
+        conn.execute("ALTER TABLE _report_upload ALTER COLUMN rrd_id DROP NOT NULL")
         copy_sql = sql.SQL("COPY _report_upload ({}, file_row) FROM STDIN").format(
             sql.SQL(", ").join(map(ident, IMPORT_COLUMNS))
         )

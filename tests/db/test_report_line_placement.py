@@ -99,8 +99,10 @@ def test_a_line_rewritten_with_another_srid_or_day_is_placed_again(warehouse_con
     conn.execute("UPDATE wb_report_lines SET srid = 's2' WHERE rrd_id = 1")
     conn.execute("UPDATE wb_report_lines SET day = %s WHERE rrd_id = 2", (days_ago(3),))
     assert placed(conn) == {1: days_ago(15), 2: days_ago(3)}
-    # Nobody can put a line elsewhere by hand: the trigger places it again.
+    # Nobody can put a line elsewhere by hand, or leave it unplaced: the trigger places it again.
     conn.execute("UPDATE wb_report_lines SET attributed_day = %s", (days_ago(40),))
+    assert placed(conn) == {1: days_ago(15), 2: days_ago(3)}
+    conn.execute("UPDATE wb_report_lines SET attributed_day = NULL")
     assert placed(conn) == {1: days_ago(15), 2: days_ago(3)}
     # A deleted line counts on the day it was placed on.
     before = finance_changes(conn)
@@ -172,7 +174,25 @@ def test_the_migration_places_existing_lines_without_touching_the_watermarks(dat
     with connect(database_url, scratch_schema, autocommit=True) as conn:
         assert placed(conn) == {1: ORDER_DAY, 2: LINE_DAY, 3: LINE_DAY}
         assert conn.execute("SELECT * FROM rnp_watermarks ORDER BY 1, 2, 3").fetchall() == watermarks
-        with pytest.raises(psycopg.errors.NotNullViolation):
-            # The trigger places every line; only a trigger switched off could leave one unplaced.
-            conn.execute("ALTER TABLE wb_report_lines DISABLE TRIGGER wb_report_lines_place")
-            add_report_line(conn, C, 4, LINE_DAY, 0, paid_storage="1.00")
+
+
+def test_the_finance_load_places_its_lines_itself(warehouse_conn):
+    """The API load computes each line's day in its INSERT (the trigger only mends what a writer left
+    wrong): with the trigger off, its lines are still placed."""
+    from optima_pipelines.load import merge_rows
+    from optima_pipelines.sync.finance import PLACED
+
+    conn = warehouse_conn
+    add_order(conn, C, "s1", ORDER_DAY, 101, "120.00")
+    conn.execute("ALTER TABLE wb_report_lines DISABLE TRIGGER wb_report_lines_place_insert")
+    conn.execute("ALTER TABLE wb_report_lines DISABLE TRIGGER wb_report_lines_place_update")
+    columns = ("cabinet_id", "rrd_id", "day", "srid", "for_pay")
+    with conn.transaction():
+        merge_rows(conn, "wb_report_lines", columns, ("cabinet_id", "rrd_id"),
+                   [(C, 1, LINE_DAY, "s1", 10), (C, 2, LINE_DAY, "none", 1)], derived=PLACED)  # fmt: skip
+    assert placed(conn) == {1: ORDER_DAY, 2: LINE_DAY}
+    with conn.transaction():  # a changed line is written again, and placed again
+        add_order(conn, C, "s2", days_ago(30), 101, "1.00")
+        merge_rows(conn, "wb_report_lines", columns, ("cabinet_id", "rrd_id"), [(C, 2, LINE_DAY, "s2", 1)],
+                   derived=PLACED)  # fmt: skip
+    assert placed(conn) == {1: ORDER_DAY, 2: days_ago(30)}
