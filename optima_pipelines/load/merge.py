@@ -76,8 +76,8 @@ def merge_rows(
     ident = sql.Identifier
     cols = sql.SQL(", ").join(map(ident, columns))
     keys = sql.SQL(", ").join(map(ident, key))
-    # The staged columns only, without the table's constraints: the INSERT below checks those, and
-    # a column the loads never write (a trigger's, such as wb_report_lines.attributed_day) stays out.
+    # The staged columns only, without the table's constraints: the INSERT below checks those, and a
+    # NOT NULL column the rows do not carry (a derived one, such as wb_report_lines.attributed_day) stays out.
     conn.execute(
         sql.SQL("CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA").format(
             ident(stage), cols, ident(table)

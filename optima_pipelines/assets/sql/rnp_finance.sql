@@ -4,10 +4,10 @@
 --
 -- A line belongs to the Moscow day of its source order: the wb_orders row with the line's srid
 -- (wb_orders.day), else, when no such order is known, the line's own day (wb_report_lines.day, from
--- rrDate); wb_report_lines.attributed_day holds that day. Money of goods moves with the document: lines with doc_type_name 'Возврат' (a return)
--- subtract, every other line adds, which is how WB itself totals the report (WB gives return lines
--- positive amounts). Charges (logistics, storage, acceptance, penalties, deductions) are taken as
--- WB states them, whatever the document.
+-- rrDate); wb_report_lines.attributed_day holds that day. Money of goods moves with the document:
+-- lines with doc_type_name 'Возврат' (a return) subtract, every other line adds, which is how WB
+-- itself totals the report (WB gives return lines positive amounts). Charges (logistics, storage,
+-- acceptance, penalties, deductions) are taken as WB states them, whatever the document.
 --
 --   realization       signed sum of wb_report_lines.retail_amount ("Вайлдберриз реализовал Товар")
 --   payout            signed sum of wb_report_lines.for_pay ("К перечислению продавцу за реализованный товар")
@@ -24,7 +24,7 @@
 -- The form of this file, and money in kopecks: see rnp_sales.sql.
 lines AS (
     -- The range's lines by their attributed_day (migration 0015: the day of the line's source order,
-    -- else its own day, kept on the line by triggers), read by index with no join to the orders.
+    -- else its own day, written by the loads and kept right by triggers), by index, with no join.
     SELECT l.cabinet_id, l.attributed_day AS day, l.nm_id, l.doc_type_name, l.retail_amount, l.for_pay,
            l.vw, l.vw_nds, l.acquiring_fee, l.delivery_service, l.paid_storage, l.paid_acceptance, l.penalty,
            l.deduction
