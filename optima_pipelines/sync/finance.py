@@ -40,7 +40,8 @@ from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import ReportLine, WbClient
 
-#: A line's attributed_day (migration 0015), computed by the merge's INSERT: its order's day, else its own.
+#: A line's attributed_day (migration 0015), computed by the loads' INSERT from the staged line ``s``
+#: (the API merge's derived column, the upload's finance_upload_write.sql): its order's day, else its own.
 PLACED = {
     "attributed_day": sql.SQL(
         "coalesce((SELECT o.day FROM wb_orders o WHERE o.cabinet_id = s.cabinet_id AND o.srid = s.srid), s.day)"
@@ -221,6 +222,7 @@ def import_report(
             set_clause=sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(ident(c)) for c in data_columns),
             old=sql.SQL(", ").join(sql.SQL("t.{}").format(ident(c)) for c in data_columns),
             new=sql.SQL(", ").join(sql.SQL("EXCLUDED.{}").format(ident(c)) for c in data_columns),
+            attributed_day=PLACED["attributed_day"],
         )
         written = conn.execute(statement, {"request_id": request_id, "run_id": run_id}).fetchall()
         merge = MergeResult(rows_staged=len(report.rows))

@@ -160,6 +160,23 @@ END $$;
 """
 
 
+#: The transition tables a statement trigger of each event sees.
+_TRANSITION_TABLES = {
+    "INSERT": "NEW TABLE AS new_rows",
+    "UPDATE": "OLD TABLE AS old_rows NEW TABLE AS new_rows",
+    "DELETE": "OLD TABLE AS old_rows",
+}
+
+
+def _statement_triggers(table: str, name: str, function: str, events: tuple[str, ...]) -> None:
+    """``<name>_<event>``: AFTER <event> ON <table>, once per statement, with its transition tables."""
+    for event in events:
+        op.execute(
+            f"CREATE TRIGGER {name}_{event.lower()} AFTER {event} ON {table} "
+            f"REFERENCING {_TRANSITION_TABLES[event]} FOR EACH STATEMENT EXECUTE FUNCTION {function}()"
+        )
+
+
 def upgrade() -> None:
     op.execute("ALTER TABLE wb_report_lines ADD COLUMN attributed_day date")
     op.execute("ALTER TABLE wb_report_lines DISABLE TRIGGER USER")
@@ -173,21 +190,9 @@ def upgrade() -> None:
     op.execute("ALTER TABLE wb_report_lines ENABLE TRIGGER USER")
     op.execute("CREATE INDEX wb_report_lines_attributed_day_idx ON wb_report_lines (cabinet_id, attributed_day)")
     op.execute(_PLACE_LINES)
-    for event, refs in (("INSERT", "NEW TABLE AS new_rows"), ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows")):
-        op.execute(
-            f"CREATE TRIGGER wb_report_lines_place_{event.lower()} AFTER {event} ON wb_report_lines "
-            f"REFERENCING {refs} FOR EACH STATEMENT EXECUTE FUNCTION rnp_place_lines()"
-        )
+    _statement_triggers("wb_report_lines", "wb_report_lines_place", "rnp_place_lines", ("INSERT", "UPDATE"))
     op.execute(_PLACE_ORDERS_LINES)
-    for event, refs in (
-        ("INSERT", "NEW TABLE AS new_rows"),
-        ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"),
-        ("DELETE", "OLD TABLE AS old_rows"),
-    ):
-        op.execute(
-            f"CREATE TRIGGER wb_orders_place_lines_{event.lower()} AFTER {event} ON wb_orders "
-            f"REFERENCING {refs} FOR EACH STATEMENT EXECUTE FUNCTION rnp_place_orders_lines()"
-        )
+    _statement_triggers("wb_orders", "wb_orders_place_lines", "rnp_place_orders_lines", ("INSERT", "UPDATE", "DELETE"))
     op.execute(
         "CREATE TRIGGER wb_orders_place_lines_truncate AFTER TRUNCATE ON wb_orders "
         "FOR EACH STATEMENT EXECUTE FUNCTION rnp_place_orders_lines()"
