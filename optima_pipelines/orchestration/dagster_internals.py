@@ -53,12 +53,14 @@ __all__ = [
     "interrupts_captured",
     "log_materializations",
     "registered_instance",
+    "remember_schema_probes",
     "replace_run_queue_config",
     "run_dagster_cli",
     "run_dagster_daemon",
     "serve_with_wrapped_app",
     "set_sensor_loop_seconds",
     "share_storage_engine",
+    "store_planned_checks_per_partition",
     "store_planned_events_in_batches",
 ]
 
@@ -141,6 +143,114 @@ def store_planned_events_in_batches(storage: Any) -> None:
             store_rest(events)
 
     event_log_storage.store_event_batch = store_event_batch
+
+
+#: The schema probes of Dagster's storages, per part: each asks PostgreSQL whether a table or a column
+#: of a later Dagster migration exists. The schedule storage asks before every tick it writes, updates
+#: or purges (``has_instigators_table``: ``Inspector.get_table_names()``, which reads every relation of
+#: the database, 12 ms with the warehouse's partitions beside it): 17,800 probes and 214 s of
+#: PostgreSQL's CPU in 17 minutes at N = 1,000 (pg_stat_statements, bench/scale.py, 2026-12-03), more
+#: than any query of the syncs.
+SCHEMA_PROBES = {
+    "_schedule_storage": (
+        "has_instigators_table",
+        "_has_instigators_table",
+        "_has_asset_daemon_asset_evaluations_table",
+        "has_secondary_index_table",
+    ),
+    "_run_storage": (
+        "has_run_stats_index_cols",
+        "has_bulk_actions_selector_cols",
+        "has_backfill_id_column",
+        "has_bulk_action_job_name_column",
+        "has_backfill_tags_table",
+    ),
+    "_event_log_storage": ("has_table",),
+}
+
+_PROBED: set[tuple[str, str, tuple[Any, ...]]] = set()
+
+
+def remember_schema_probes(storage: Any, url: str) -> None:
+    """Make the schema probes of ``storage``'s three parts (``SCHEMA_PROBES``) ask PostgreSQL only until
+    they are answered yes: a table or column, once there, stays (migrations add them; nothing of a
+    running deployment drops Dagster's tables), so the answer is kept for the process and the storage
+    URL. A no is never kept: after ``dagster instance migrate`` the next probe sees the new table."""
+    for part_name, probes in SCHEMA_PROBES.items():
+        part = getattr(storage, part_name)
+        for name in probes:
+            probe = getattr(part, name)
+
+            def remembered(*args: Any, _probe: Any = probe, _name: str = name) -> Any:
+                # A probe's connection argument (the private `_has_*(conn)` forms) is not part of the key.
+                key = (url, _name, tuple(a for a in args if isinstance(a, str)))
+                if key in _PROBED:
+                    return True
+                answer = _probe(*args)
+                if answer:
+                    _PROBED.add(key)
+                return answer
+
+            setattr(part, name, remembered)
+
+
+def store_planned_checks_per_partition(storage: Any) -> None:
+    """Make the event log of ``storage`` (its private ``_event_log_storage``) store a planned asset
+    check's row of each partition with the planned event of that partition alone.
+
+    Creating a run over a range also announces each asset check of the run as planned: one
+    ASSET_CHECK_EVALUATION_PLANNED event per check, whose ``partitions_subset`` names every partition
+    of the range. The event itself is stored once, in the event log. Dagster's
+    ``SqlEventLogStorage._store_asset_check_evaluation_planned`` then writes one
+    ``asset_check_executions`` row per partition, and each row holds the whole event, serialized
+    again. So a run over P partitions serializes P keys P times and stores P² keys. The
+    re-aggregation sensor's runs over 1,000 cabinets × 2-4 days wrote rows of 77 KB each: 2.2 GB for
+    three checks in an hour. They took 7 s of PostgreSQL per INSERT and 44 % of the daemon's CPU
+    (pg_stat_statements and py-spy, bench/scale.py at N = 1,000, 2026-12-03).
+
+    The rows written here are Dagster's, column for column, except ``evaluation_event``. It holds
+    the planned event with its subset narrowed to the row's one partition. Nothing reads more from
+    a planned row: the UI shows its asset, check, run and time. The check's evaluation then replaces
+    the event (``_update_asset_check_evaluation``), and the run's full planned event stays in the
+    event log, which ``evaluation_event_storage_id`` points at."""
+    from dagster._core.definitions.partitions.subset.default import DefaultPartitionsSubset
+    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+    from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
+    from dagster._record import copy as copy_record
+    from dagster._serdes import serialize_value
+
+    event_log_storage = storage._event_log_storage
+
+    def of_partition(event: Any, planned: Any, partition_key: str | None) -> str:
+        if partition_key is None:
+            return serialize_value(event)
+        one = copy_record(planned, partitions_subset=DefaultPartitionsSubset({str(partition_key)}))
+        return serialize_value(event._replace(dagster_event=event.dagster_event._replace(event_specific_data=one)))
+
+    def store_planned(event: Any, event_id: int | None) -> None:
+        planned = event.dagster_event.event_specific_data
+        partition_keys = planned.partitions_subset.get_partition_keys() if planned.partitions_subset else [None]
+        timestamp = event_log_storage._event_insert_timestamp(event)
+        with event_log_storage.index_connection() as conn:
+            conn.execute(
+                AssetCheckExecutionsTable.insert().values(
+                    [
+                        dict(
+                            asset_key=planned.asset_key.to_string(),
+                            check_name=planned.check_name,
+                            partition=partition_key,
+                            run_id=event.run_id,
+                            execution_status=AssetCheckExecutionRecordStatus.PLANNED.value,
+                            evaluation_event=of_partition(event, planned, partition_key),
+                            evaluation_event_timestamp=timestamp,
+                            evaluation_event_storage_id=event_id,
+                        )
+                        for partition_key in partition_keys
+                    ]
+                )
+            )
+
+    event_log_storage._store_asset_check_evaluation_planned = store_planned
 
 
 #: Events a Dagster process stores in one batch (Dagster reads DAGSTER_EVENT_BATCH_SIZE at every event;

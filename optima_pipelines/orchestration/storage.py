@@ -26,7 +26,9 @@ from sqlalchemy import Engine, create_engine
 
 from optima_pipelines.orchestration.dagster_internals import (
     ConfigurableClassData,
+    remember_schema_probes,
     share_storage_engine,
+    store_planned_checks_per_partition,
     store_planned_events_in_batches,
 )
 
@@ -91,6 +93,10 @@ class OptimaPostgresStorage(DagsterPostgresStorage):
             share_storage_engine(self, shared_engine(postgres_url))
         # A run's planned materializations, one per asset and partition, in one INSERT a batch.
         store_planned_events_in_batches(self)
+        # Whether a table of a Dagster migration exists, asked of PostgreSQL until the answer is yes.
+        remember_schema_probes(self, postgres_url)
+        # A ranged run's planned asset checks: each partition's row holds that partition's event.
+        store_planned_checks_per_partition(self)
 
     @classmethod
     def from_config_value(

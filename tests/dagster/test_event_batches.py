@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import os
 
+import sqlalchemy as sa
 from dagster import (
+    AssetCheckResult,
+    AssetCheckSpec,
     AssetKey,
     AssetMaterialization,
     AssetRecordsFilter,
     DagsterEventType,
     DailyPartitionsDefinition,
     Definitions,
+    Output,
     asset,
     define_asset_job,
     job,
     op,
 )
+from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 
 import optima_pipelines.definitions  # noqa: F401  (loading the definitions enables the batches)
 from optima_pipelines.orchestration.dagster_internals import log_materializations
@@ -113,3 +118,65 @@ def test_a_ranged_runs_planned_partitions_are_stored_in_one_batch_each_partition
     for key in ("planned_a", "planned_b"):
         info = dagster_instance.get_latest_planned_materialization_info(AssetKey(key))
         assert info is not None and info.run_id == run.run_id
+
+
+# As the mart's checks (assets/rnp.py): a check per partition of the asset's own partitions.
+@asset(
+    partitions_def=PLANNED_DAYS,
+    check_specs=[AssetCheckSpec("non_negative", asset="checked", partitions_def=PLANNED_DAYS)],
+)
+def checked():  # type: ignore[no-untyped-def]
+    yield Output(None)
+    yield AssetCheckResult(passed=True)
+
+
+def _check_rows(dagster_instance, run_id: str) -> list[tuple]:  # type: ignore[no-untyped-def]
+    table = AssetCheckExecutionsTable
+    columns = [c for c in table.c if c.name not in ("id", "create_timestamp")]  # the database sets these
+    with dagster_instance.event_log_storage.index_connection() as conn:
+        return [
+            tuple(row)
+            for row in conn.execute(sa.select(*columns).where(table.c.run_id == run_id).order_by(table.c.partition))
+        ]
+
+
+def test_a_ranged_runs_planned_check_is_stored_per_partition_each_row_with_its_partition(dagster_instance) -> None:
+    """Creating a ranged run announces its asset checks as planned, one row per check and partition
+    (the UI's check history of a partition reads them). Dagster's own code stores the whole run's
+    event in every row, P² partition keys for P partitions; ours stores in each row the event of that
+    row's partition, every other column as Dagster writes it."""
+    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+    from dagster._serdes import deserialize_value
+
+    job_def = Definitions(
+        assets=[checked], jobs=[define_asset_job("checked_days", partitions_def=PLANNED_DAYS)]
+    ).resolve_job_def("checked_days")
+    run = dagster_instance.create_run_for_job(
+        job_def, tags={RANGE_START_TAG: "2026-11-01", RANGE_END_TAG: "2026-11-20"}
+    )
+    ours = _check_rows(dagster_instance, run.run_id)
+    days = [f"2026-11-{d:02d}" for d in range(1, 21)]
+    assert [(r[0], r[1], r[2], r[4]) for r in ours] == [('["checked"]', "non_negative", d, "PLANNED") for d in days]
+    for row, day in zip(ours, days, strict=True):
+        entry = deserialize_value(row[5])
+        planned = entry.dagster_event
+        assert planned.event_type == DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED and entry.run_id == run.run_id
+        assert list(planned.event_specific_data.partitions_subset.get_partition_keys()) == [day]
+        assert planned.event_specific_data.check_name == "non_negative"
+
+    # Dagster's own method, given the same stored event (our rows deleted first: a run has one row a
+    # check and partition), writes the same rows but for their events.
+    [record] = dagster_instance.get_records_for_run(
+        run.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED
+    ).records
+    storage = dagster_instance.event_log_storage
+    with storage.index_connection() as conn:
+        conn.execute(AssetCheckExecutionsTable.delete().where(AssetCheckExecutionsTable.c.run_id == run.run_id))
+    SqlEventLogStorage._store_asset_check_evaluation_planned(storage, record.event_log_entry, record.storage_id)
+    dagsters = _check_rows(dagster_instance, run.run_id)
+    assert [r[:5] + r[6:] for r in dagsters] == [r[:5] + r[6:] for r in ours]
+    for row in dagsters:
+        assert (
+            sorted(deserialize_value(row[5]).dagster_event.event_specific_data.partitions_subset.get_partition_keys())
+            == days
+        )

@@ -222,3 +222,48 @@ def test_a_planned_event_is_stored_as_an_event_row_and_its_assets_row_only() -> 
     assert 'entry_values.update({"last_run_id": event.run_id})' in values, (
         "a planned event no longer sets just the asset's last_run_id: the batch's last event per asset may not decide"
     )
+
+
+def test_a_planned_check_is_stored_by_the_method_we_replace_with_the_columns_we_write() -> None:
+    """store_planned_checks_serialized_once replaces Dagster's _store_asset_check_evaluation_planned;
+    if Dagster stops calling it, or writes other columns, ours would be bypassed or write too little."""
+    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+
+    dispatch = inspect.getsource(SqlEventLogStorage.store_asset_check_event)
+    assert "self._store_asset_check_evaluation_planned(event, event_id)" in dispatch, (
+        "Dagster no longer stores a planned check through _store_asset_check_evaluation_planned"
+    )
+    planned = inspect.getsource(SqlEventLogStorage._store_asset_check_evaluation_planned)
+    written = set(re.findall(r"^\s+(\w+)=", planned, re.MULTILINE))
+    assert written == {
+        "asset_key",
+        "check_name",
+        "partition",
+        "run_id",
+        "execution_status",
+        "evaluation_event",
+        "evaluation_event_timestamp",
+        "evaluation_event_storage_id",
+    }, f"Dagster's planned check rows now write {sorted(written)}"
+    assert "evaluation_event=serialize_value(event)" in planned, (
+        "Dagster no longer stores the whole planned event in every partition's row: "
+        "store_planned_checks_per_partition may no longer be needed"
+    )
+
+
+def test_the_schema_probes_we_remember_are_dagsters_and_the_schedule_storage_probes_per_tick() -> None:
+    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+    from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
+    from dagster._core.storage.schedules.sql_schedule_storage import SqlScheduleStorage
+    from dagster_postgres.event_log import PostgresEventLogStorage
+
+    classes = {"_schedule_storage": SqlScheduleStorage, "_run_storage": SqlRunStorage}
+    for part, probes in internals.SCHEMA_PROBES.items():
+        cls = classes.get(part, PostgresEventLogStorage)
+        for name in probes:
+            source = inspect.getsource(getattr(cls, name))
+            assert any(probe in source for probe in ("inspect(", "has_table(", "self._has_instigators_table(conn)")), (
+                f"{cls.__name__}.{name} no longer probes the schema"
+            )
+    assert "self.has_instigators_table()" in inspect.getsource(SqlScheduleStorage.create_tick)
+    assert callable(SqlEventLogStorage.has_table)
