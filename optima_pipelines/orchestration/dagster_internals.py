@@ -148,9 +148,9 @@ def store_planned_events_in_batches(storage: Any) -> None:
 #: The schema probes of Dagster's storages, per part: each asks PostgreSQL whether a table or a column
 #: of a later Dagster migration exists. The schedule storage asks before every tick it writes, updates
 #: or purges (``has_instigators_table``: ``Inspector.get_table_names()``, which reads every relation of
-#: the database, 12 ms with the warehouse's partitions beside it): 17,800 probes and 214 s of
-#: PostgreSQL's CPU in 17 minutes at N = 1,000 (pg_stat_statements, bench/scale.py, 2026-12-03), more
-#: than any query of the syncs.
+#: the database, 12 ms with the warehouse's partitions beside it): 28,130 probes and 285 s of
+#: PostgreSQL in 27 minutes at N = 1,000, 69 % of the server's statement time (pg_stat_statements,
+#: bench/scale.py, 2026-12-03), more than every query of the syncs together.
 SCHEMA_PROBES = {
     "_schedule_storage": (
         "has_instigators_table",
