@@ -15,16 +15,12 @@ def _table_listings(statements: list[str]) -> int:
     return sum("pg_catalog.pg_class" in s for s in statements)
 
 
-def _recorded(statements: list[str]):  # type: ignore[no-untyped-def]
+def test_sensor_ticks_ask_for_dagsters_tables_once_and_a_missing_table_every_time(dagster_instance) -> None:
+    statements: list[str] = []
+
     def record(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
         statements.append(statement)
 
-    return record
-
-
-def test_sensor_ticks_ask_for_dagsters_tables_once_and_a_missing_table_every_time(dagster_instance) -> None:
-    statements: list[str] = []
-    record = _recorded(statements)
     sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
     try:
         for _ in range(10):

@@ -225,7 +225,7 @@ def test_a_planned_event_is_stored_as_an_event_row_and_its_assets_row_only() -> 
 
 
 def test_a_planned_check_is_stored_by_the_method_we_replace_with_the_columns_we_write() -> None:
-    """store_planned_checks_serialized_once replaces Dagster's _store_asset_check_evaluation_planned;
+    """store_planned_checks_per_partition replaces Dagster's _store_asset_check_evaluation_planned;
     if Dagster stops calling it, or writes other columns, ours would be bypassed or write too little."""
     from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 
