@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dagster import AssetCheckEvaluation
+from dagster import AssetCheckEvaluation, AssetCheckSeverity
 
 from tests.rnp_feeds import TODAY, add_ad_stat, add_cabinets, add_order, add_report_line, days_ago, run_range
 
@@ -50,7 +50,7 @@ def test_tampered_rows_fail_naming_the_metric_and_both_numbers(dagster_instance,
     found = evaluations(run_range(dagster_instance, f"c1|{Y}", f"c1|{TODAY}", job="rnp_daily_check"))
 
     orders_today = found[("orders_match_wb_orders", f"c1|{TODAY}")]
-    assert not orders_today.passed
+    assert not orders_today.passed and orders_today.severity == AssetCheckSeverity.ERROR
     assert orders_today.description == (
         f"orders_sum: rnp_daily has 300.00, wb_orders has 299.99 (cabinet c1, day {TODAY.isoformat()})"
     )
@@ -63,3 +63,27 @@ def test_tampered_rows_fail_naming_the_metric_and_both_numbers(dagster_instance,
     # Untouched partitions and metrics still pass.
     assert found[("orders_match_wb_orders", f"c1|{Y}")].passed
     assert found[("ad_spend_matches_ad_campaign_stats", f"c1|{TODAY}")].passed
+
+
+def test_a_feed_written_after_the_recompute_warns_that_the_mart_is_behind_not_wrong(dagster_instance, warehouse_conn):
+    """A sweep that commits an order between the mart's write and its check (or before an audit):
+    the check still fails, naming both numbers, but as a warning that says a re-aggregation is due;
+    the re-aggregation then makes it pass."""
+    load(dagster_instance, warehouse_conn)
+    run_range(dagster_instance, f"c1|{Y}", f"c1|{TODAY}")
+    add_order(warehouse_conn, "c1", "t3", TODAY, 7, "10.00")
+    found = evaluations(run_range(dagster_instance, f"c1|{Y}", f"c1|{TODAY}", job="rnp_daily_check"))
+
+    behind = found[("orders_match_wb_orders", f"c1|{TODAY}")]
+    assert not behind.passed and behind.severity == AssetCheckSeverity.WARN
+    assert behind.description == (
+        f"orders_count: rnp_daily has 2, wb_orders has 3; orders_sum: rnp_daily has 299.99, wb_orders has 309.99 "
+        f"(cabinet c1, day {TODAY.isoformat()}); the feeds changed after its last recompute: a re-aggregation is due"
+    )
+    assert behind.metadata["stale"].value is True
+    # Yesterday's feeds did not change: its checks pass and are not stale.
+    assert found[("orders_match_wb_orders", f"c1|{Y}")].passed
+    assert found[("orders_match_wb_orders", f"c1|{Y}")].metadata["stale"].value is False
+
+    found = evaluations(run_range(dagster_instance, f"c1|{TODAY}", f"c1|{TODAY}"))
+    assert all(e.passed for e in found.values()), {k: e.description for k, e in found.items()}

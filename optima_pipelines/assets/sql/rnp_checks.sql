@@ -3,6 +3,11 @@
 -- rnp_finance.sql on purpose (the day is coalesce(order's day, line's own day) over every line that
 -- can land on the requested days), so that the check also catches a slip in the rollup, not only
 -- rows changed behind its back.
+--
+-- stale: the feeds changed after the pair's last recompute (its rnp_daily watermark, migration
+-- 0012: a feed's write bumps it in the feed's own transaction, so this statement sees either both
+-- or neither). A mismatch on a stale pair is the mart waiting for its re-aggregation, not a wrong
+-- figure; a pair the recompute never wrote, or that someone else wrote (recomputed NULL), is not.
 WITH keys AS (
     SELECT * FROM unnest(%(cabinets)s::text[], %(days)s::date[]) AS k (cabinet_id, day)
 ),
@@ -46,6 +51,7 @@ payout AS (
     GROUP BY a.cabinet_id, a.day
 )
 SELECT k.cabinet_id, k.day,
+       coalesce(w.recomputed <> w.changes, false) AS stale,
        coalesce(mart.orders_count, 0), coalesce(orders.orders_count, 0),
        coalesce(mart.orders_sum, 0), coalesce(orders.orders_sum, 0),
        coalesce(mart.ad_spend, 0), coalesce(ads.ad_spend, 0),
@@ -55,4 +61,5 @@ LEFT JOIN mart USING (cabinet_id, day)
 LEFT JOIN orders USING (cabinet_id, day)
 LEFT JOIN ads USING (cabinet_id, day)
 LEFT JOIN payout USING (cabinet_id, day)
+LEFT JOIN rnp_watermarks w ON w.cabinet_id = k.cabinet_id AND w.table_name = 'rnp_daily' AND w.day = k.day
 ORDER BY k.cabinet_id, k.day
