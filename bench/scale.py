@@ -386,9 +386,24 @@ def judge_cadences(stack: harness.Stack, cabinets: list[str], start: float, end:
             result.held = sum((c, k) in served for c in cabinets for k in windows)
             result.note = f"{len(windows)} windows of {window} s × {len(cabinets)} cabinets"
         elif records:
-            result.expected = len(records)
-            result.held = len(records) - result.late - result.skipped_busy
-            result.note = f"{len(records)} runs of its ticks"
+            # A cron's ticks: each single-cabinet run, and each cabinet of each sweep (a tick runs a
+            # sweep per shard), held when the run left the queue, or the cabinet's work in the
+            # sweep ended (done, or deferred by WB), within the window.
+            result.expected = result.held = 0
+            for r in records:
+                created = r.create_timestamp.timestamp()
+                if r.dagster_run.run_id in swept:
+                    rows = swept[r.dagster_run.run_id]
+                    result.expected += len(rows)
+                    result.held += sum(
+                        outcome in ("succeeded", "deferred") and finished - created <= window
+                        for _, outcome, finished in rows
+                    )
+                else:
+                    result.expected += 1
+                    busy = r.dagster_run.tags.get(TAG_SKIPPED) == SKIPPED_ACCOUNT_BUSY
+                    result.held += bool(r.start_time and not busy and r.start_time - created <= window)
+            result.note = f"{len(records)} runs of its ticks, {result.expected} cabinet-ticks"
         elif cadence.on_demand:
             result.note = "no cabinet had work for it (no run needed)"
         else:
