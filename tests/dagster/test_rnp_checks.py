@@ -87,3 +87,16 @@ def test_a_feed_written_after_the_recompute_warns_that_the_mart_is_behind_not_wr
 
     found = evaluations(run_range(dagster_instance, f"c1|{TODAY}", f"c1|{TODAY}"))
     assert all(e.passed for e in found.values()), {k: e.description for k, e in found.items()}
+
+
+def test_a_merge_alone_over_a_rollup_behind_its_feed_warns_not_fails(dagster_instance, warehouse_conn):
+    """A run that merges rnp_daily alone (the funnel changed) while an order waits for rnp_sales'
+    recompute: rnp_daily is fresh by its own watermark but behind wb_orders; the check warns."""
+    load(dagster_instance, warehouse_conn)
+    run_range(dagster_instance, f"c1|{Y}", f"c1|{TODAY}")
+    add_order(warehouse_conn, "c1", "t3", TODAY, 7, "10.00")
+    found = evaluations(run_range(dagster_instance, f"c1|{TODAY}", f"c1|{TODAY}", assets=["rnp_daily"]))
+
+    behind = found[("orders_match_wb_orders", f"c1|{TODAY}")]
+    assert not behind.passed and behind.severity == AssetCheckSeverity.WARN, behind.description
+    assert "a re-aggregation is due" in str(behind.description)

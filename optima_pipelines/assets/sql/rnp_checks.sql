@@ -8,15 +8,18 @@
 -- 2 days out of tables of every cabinet, where joins of whole tables hashed all of them (3 s; 0.7 s
 -- this way, bench of 2026-12-04 on the N = 1,000 scale bench's data).
 --
--- stale: the feeds changed after the pair's last recompute (its rnp_daily watermark, migration
--- 0012: a feed's write bumps it in the feed's own transaction, so this statement sees either both
--- or neither). A mismatch on a stale pair is the mart waiting for its re-aggregation, not a wrong
--- figure; a pair the recompute never wrote, or that someone else wrote (recomputed NULL), is not.
+-- stale: the feeds changed after the pair's last recompute of one of the four tables (their
+-- watermarks, migration 0012: a feed's write bumps them in the feed's own transaction, so this
+-- statement sees either both or neither). The rollups count: a run that merges rnp_daily alone (a
+-- funnel change) reads rnp_sales as it is and marks rnp_daily fresh, while an order written since
+-- waits for rnp_sales' recompute. A mismatch on a stale pair is the mart waiting for its
+-- re-aggregation, not a wrong figure; a pair the recompute never wrote, or that someone else wrote
+-- (recomputed NULL), is not.
 WITH keys AS (
     SELECT * FROM unnest(%(cabinets)s::text[], %(days)s::date[]) AS k (cabinet_id, day)
 )
 SELECT k.cabinet_id, k.day,
-       coalesce(w.recomputed <> w.changes, false) AS stale,
+       coalesce(w.stale, false) AS stale,
        mart.orders_count, orders.orders_count,
        mart.orders_sum, orders.orders_sum,
        mart.ad_spend, ads.ad_spend,
@@ -53,5 +56,10 @@ CROSS JOIN LATERAL (
           AND NOT EXISTS (SELECT FROM wb_orders o WHERE o.cabinet_id = l.cabinet_id AND o.srid = l.srid)
     ) l
 ) payout
-LEFT JOIN rnp_watermarks w ON w.cabinet_id = k.cabinet_id AND w.table_name = 'rnp_daily' AND w.day = k.day
+LEFT JOIN LATERAL (
+    SELECT bool_or(w.recomputed <> w.changes) AS stale
+    FROM rnp_watermarks w
+    WHERE w.cabinet_id = k.cabinet_id AND w.day = k.day
+      AND w.table_name IN ('rnp_sales', 'rnp_ads', 'rnp_finance', 'rnp_daily')
+) w ON true
 ORDER BY k.cabinet_id, k.day
