@@ -60,6 +60,6 @@ LEFT JOIN LATERAL (
     SELECT bool_or(w.recomputed <> w.changes) AS stale
     FROM rnp_watermarks w
     WHERE w.cabinet_id = k.cabinet_id AND w.day = k.day
-      AND w.table_name IN ('rnp_sales', 'rnp_ads', 'rnp_finance', 'rnp_daily')
+      AND w.table_name = ANY(%(tables)s)
 ) w ON true
 ORDER BY k.cabinet_id, k.day
