@@ -337,6 +337,19 @@ class CadenceResult:
         return None if not self.expected else self.held / self.expected
 
 
+def run_served(r: Any, window: int) -> bool:
+    """A single-cabinet run left the queue within its window, not skipped as account-busy."""
+    from optima_pipelines.orchestration.queues import SKIPPED_ACCOUNT_BUSY, TAG_SKIPPED
+
+    busy = r.dagster_run.tags.get(TAG_SKIPPED) == SKIPPED_ACCOUNT_BUSY
+    return bool(r.start_time and not busy and r.start_time - r.create_timestamp.timestamp() <= window)
+
+
+def sweep_served(outcome: str, finished: float, created: float, window: int) -> bool:
+    """A sweep's cabinet whose work ended (done, or deferred by WB) within the window it was launched for."""
+    return outcome in ("succeeded", "deferred") and finished - created <= window
+
+
 def judge_cadences(stack: harness.Stack, cabinets: list[str], start: float, end: float) -> list[CadenceResult]:
     """Every cadence with a job and a window, over the measured period [start, end] (epoch s)."""
     from dagster import RunsFilter
@@ -374,13 +387,10 @@ def judge_cadences(stack: harness.Stack, cabinets: list[str], start: float, end:
             for r in records:
                 cabinet = r.dagster_run.tags.get(TAG_CABINET)
                 created = r.create_timestamp.timestamp()
-                busy = r.dagster_run.tags.get(TAG_SKIPPED) == SKIPPED_ACCOUNT_BUSY
-                if cabinet and r.start_time and not busy and r.start_time - created <= window:
+                if cabinet and run_served(r, window):
                     served.add((cabinet, int(created // window)))
-                # A sweep serves each of its cabinets whose work ended (done, or deferred by WB)
-                # within the window it was launched for.
                 for swept_cabinet, outcome, finished in swept.get(r.dagster_run.run_id, []):
-                    if outcome in ("succeeded", "deferred") and finished - created <= window:
+                    if sweep_served(outcome, finished, created, window):
                         served.add((swept_cabinet, int(created // window)))
             result.expected = len(cabinets) * len(windows)
             result.held = sum((c, k) in served for c in cabinets for k in windows)
@@ -396,13 +406,11 @@ def judge_cadences(stack: harness.Stack, cabinets: list[str], start: float, end:
                     rows = swept[r.dagster_run.run_id]
                     result.expected += len(rows)
                     result.held += sum(
-                        outcome in ("succeeded", "deferred") and finished - created <= window
-                        for _, outcome, finished in rows
+                        sweep_served(outcome, finished, created, window) for _, outcome, finished in rows
                     )
                 else:
                     result.expected += 1
-                    busy = r.dagster_run.tags.get(TAG_SKIPPED) == SKIPPED_ACCOUNT_BUSY
-                    result.held += bool(r.start_time and not busy and r.start_time - created <= window)
+                    result.held += run_served(r, window)
             result.note = f"{len(records)} runs of its ticks, {result.expected} cabinet-ticks"
         elif cadence.on_demand:
             result.note = "no cabinet had work for it (no run needed)"
