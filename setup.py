@@ -70,6 +70,8 @@ setup(
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
+            # Two workers: the suite's wait is mostly processes starting and databases answering.
+            "pytest-xdist>=3.6",
             "openapi-core>=0.19",
             "ruff>=0.6",
             "mypy>=1.10",

@@ -37,6 +37,11 @@ def pytest_configure(config: pytest.Config) -> None:
 DISORDER_SEEDS = 5
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The system tests first: they are the longest files, and the two workers then end together."""
+    items.sort(key=lambda item: item.path.parent.name != "system")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--seeds",
