@@ -37,6 +37,37 @@ def pytest_configure(config: pytest.Config) -> None:
 DISORDER_SEEDS = 5
 
 
+#: PostgreSQL sessions one pytest worker may hold at its peak: a system-test file runs up to two whole
+#: deployments at once (daemon, webserver, code server, run workers, each pooling its own sessions;
+#: 54 measured for tests/system/test_concurrency.py), next to the test's own connections.
+SESSIONS_PER_WORKER = 80
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """On a server of one's own (OPTIMA_TEST_DATABASE_URL), the workers share its max_connections:
+    too few, and system tests fail midway with "too many clients"; say so before any test runs.
+    The embedded default is a server per worker and needs no check."""
+    config = session.config
+    url = os.environ.get("OPTIMA_TEST_DATABASE_URL", "").strip()
+    if not url or hasattr(config, "workerinput"):  # checked once, by the controller
+        return
+    workers = getattr(config.option, "numprocesses", None) or 1
+    workers = workers if isinstance(workers, int) else os.cpu_count() or 1
+    need = workers * SESSIONS_PER_WORKER
+    with connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int"
+        ).fetchone()
+    allowed = row[0] if row else 0
+    if allowed < need:
+        raise pytest.UsageError(
+            f"the server of OPTIMA_TEST_DATABASE_URL allows {allowed} sessions (max_connections less the "
+            f"superuser's reserve); {workers} pytest workers need {need} ({SESSIONS_PER_WORKER} each): raise "
+            f"max_connections (ALTER SYSTEM SET max_connections = {need + 50}, then restart the server), "
+            "or run fewer workers (pytest -n 1)"
+        )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The system tests first: they are the longest files, and the two workers then end together."""
     items.sort(key=lambda item: item.path.parent.name != "system")
