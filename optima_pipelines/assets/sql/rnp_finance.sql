@@ -21,7 +21,7 @@
 --   finance_lines     number of report lines attributed to the row
 -- Missing amounts (NULL) count as 0.
 --
--- The form of this file, and money in kopecks: see rnp_sales.sql.
+-- The form of this file, money in kopecks and the aggregation in key order: see rnp_sales.sql.
 lines AS (
     -- The range's lines by their attributed_day (migration 0015: the day of the line's source order,
     -- else its own day, written by the loads and kept right by triggers), by index, with no join.
@@ -44,6 +44,7 @@ signed AS (
            penalty, rnp_kopecks(penalty) AS penalty_k,
            deduction, rnp_kopecks(deduction) AS deduction_k
     FROM lines
+    ORDER BY cabinet_id, day, nm_id
     OFFSET 0
 ),
 sums AS (
