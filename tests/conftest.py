@@ -37,6 +37,11 @@ def pytest_configure(config: pytest.Config) -> None:
 DISORDER_SEEDS = 5
 
 
+def _own_server_url() -> str:
+    """OPTIMA_TEST_DATABASE_URL, or "" for the embedded default."""
+    return os.environ.get("OPTIMA_TEST_DATABASE_URL", "").strip()
+
+
 #: PostgreSQL sessions one pytest worker may hold at its peak: a system-test file runs up to two whole
 #: deployments at once (daemon, webserver, code server, run workers, each pooling its own sessions;
 #: 54 measured for tests/system/test_concurrency.py), next to the test's own connections.
@@ -48,7 +53,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     too few, and system tests fail midway with "too many clients"; say so before any test runs.
     The embedded default is a server per worker and needs no check."""
     config = session.config
-    url = os.environ.get("OPTIMA_TEST_DATABASE_URL", "").strip()
+    url = _own_server_url()
     if not url or hasattr(config, "workerinput"):  # checked once, by the controller
         return
     workers = getattr(config.option, "numprocesses", None) or 1
@@ -95,7 +100,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="session")
 def server_url() -> Iterator[str]:
     """A libpq URL of a PostgreSQL server (any database on it)."""
-    url = os.environ.get("OPTIMA_TEST_DATABASE_URL", "").strip()
+    url = _own_server_url()
     if url:
         yield url
         return
