@@ -133,8 +133,9 @@ def make_celery_app(environ: Mapping[str, str] | None = None) -> Celery:
     app.conf.update(
         broker_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
-        # One run per worker process at a time, taken only when the process is free: a run never
-        # waits behind another in a busy process while an idle one exists.
+        # One run per worker process at a time, taken only when a process is free (with the
+        # worker's TakeRunsOnlyWhenFree step): a run never waits behind another in a busy worker
+        # while an idle one exists.
         worker_prefetch_multiplier=1,
         task_acks_late=False,
         task_track_started=True,
@@ -420,10 +421,40 @@ def preload() -> None:
             importlib.import_module(name)
 
 
+def _take_runs_only_when_free() -> type:
+    """A consumer bootstep: the worker takes a run from the broker only while one of its processes
+    is free.
+
+    Celery's prefetch limit counts unacknowledged messages, and a run is acknowledged when it starts
+    (``task_acks_late=False``), so a worker of 4 processes running 4 runs could still reserve 4 more
+    that wait behind them while another worker sits idle. This is Celery's own
+    ``worker_disable_prefetch`` (the channel's ``can_consume`` also asks whether the worker holds
+    fewer requests than processes), which Celery 5.7 applies to Redis only; kombu's SQLAlchemy
+    transport, the embedded default, asks the same ``can_consume`` before each poll."""
+    from celery import bootsteps
+    from celery.worker import state
+
+    class TakeRunsOnlyWhenFree(bootsteps.StartStopStep):
+        requires = ("celery.worker.consumer.tasks:Tasks",)
+
+        def start(self, c: Any) -> None:
+            qos = c.task_consumer.channel.qos
+            original = qos.can_consume
+
+            def can_consume() -> bool:
+                limit = getattr(c.controller, "max_concurrency", None) or c.pool.num_processes
+                return len(state.reserved_requests) < limit and bool(original())
+
+            qos.can_consume = can_consume
+
+    return TakeRunsOnlyWhenFree
+
+
 def make_worker_app() -> Celery:
     from celery import signals
 
     app = make_celery_app()
+    app.steps["consumer"].add(_take_runs_only_when_free())
     app.task(name=TASK_EXECUTE_RUN, bind=False, track_started=True)(execute_run)
     signals.worker_init.connect(lambda **_kwargs: preload(), weak=False)
     # Each forked process opens its instance (dagster.yaml, the storage and its pool) before its

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from dagster import DagsterEventType, DagsterRunStatus
 
-from optima_pipelines.orchestration.queues import TAG_CABINET
+from optima_pipelines.orchestration.queues import LANE_SCHEDULED, TAG_CABINET, TAG_LANE
 from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from tests.system.harness import only_automations, wait_for
 from tests.system.test_concurrency import launch_run, records, wait_until
@@ -27,8 +27,10 @@ pytestmark = pytest.mark.system
 
 WARM = {"OPTIMA_RUN_LAUNCHER": "celery"}
 INTERVAL_S = 20
-#: Seven cabinets: one worker holds at most six runs (three running, three prefetched).
+#: Seven cabinets: more runs than one worker's processes (`dev --run-workers 2`: 8 / 2 = 4 each).
 CABINETS = [f"w{i}" for i in range(1, 8)]
+#: How long each of those runs is held by its sales call.
+HOLD_S = 20
 TERMINATE = """
 mutation($runId: String!) {
   terminateRun(runId: $runId) { __typename ... on PythonError { message } ... on TerminateRunFailure { message } }
@@ -65,7 +67,10 @@ def warm_stack(stack_factory):  # type: ignore[no-untyped-def]
         extra_env={
             **WARM,
             "DIGITIZATION_INCREMENT_INTERVAL_MS": str(INTERVAL_S * 1000),
-            "SYNC_QUEUE_CONCURRENCY": str(len(CABINETS)),
+            # Room in the queue for the seven runs and the sensor's sweeps at once: the run workers'
+            # eight processes, not the queue, are what the first test is about.
+            "OPTIMA_MAX_CONCURRENT_RUNS": "12",
+            "SYNC_QUEUE_CONCURRENCY": "10",
             **only_automations("requests_sensor", "digitization_increment_sensor"),
         },
         dev_args=("--run-workers", "2"),
@@ -84,11 +89,18 @@ def test_runs_execute_in_both_run_worker_processes(warm_stack):  # type: ignore[
     assert {"run-worker-1", "run-worker-2"} <= mains, mains
 
     # One single-cabinet increment per cabinet, all at once and each held by its sales call: seven
-    # runs are more than one worker holds (three running, three prefetched), so both take some.
-    stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=10)
+    # runs are more than one worker's four processes, and a worker takes a run only while a process
+    # is free, so the other worker takes the rest rather than them waiting in the first. They are
+    # launched in the scheduled lane (a person's runs share the user lane's 2 slots).
+    stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=HOLD_S)
     try:
         launched = {
-            launch_run(stack.dev, "digitization_increment", cabinet_run_config("digitization_increment", c))
+            launch_run(
+                stack.dev,
+                "digitization_increment",
+                cabinet_run_config("digitization_increment", c),
+                tags={TAG_LANE: LANE_SCHEDULED},
+            )
             for c in CABINETS
         }
 
