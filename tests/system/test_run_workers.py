@@ -136,16 +136,23 @@ def test_runs_execute_in_both_run_worker_processes(warm_stack):  # type: ignore[
 
 
 def _hanging_run(stack, since: float) -> str:  # type: ignore[no-untyped-def]
-    """A run whose step started after ``since`` (the sales fault set) and is held by it for 5 s:
-    a run caught finishing would race the test's own action."""
+    """A run held by the sales fault set at ``since``: its step started after ``since`` and 5 s
+    ago, or (a sweep that was mid-step at ``since``, which keeps the sensor from launching another)
+    it is still in its step HOLD_S + 10 s after ``since``, when every WB call made before the
+    fault has returned. A run caught finishing would race the test's own action."""
 
     def held() -> str | None:
+        now = time.time()
         for record in records(stack):
             run = record.dagster_run
             if run.status != DagsterRunStatus.STARTED:
                 continue
             starts = stack.instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START)
-            if starts and since < starts[-1].timestamp < time.time() - 5:
+            if (
+                starts
+                and starts[-1].timestamp < now - 5
+                and (since < starts[-1].timestamp or now - since > HOLD_S + 10)
+            ):
                 return run.run_id
         return None
 
