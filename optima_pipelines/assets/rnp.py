@@ -135,6 +135,15 @@ SELECT c.cabinet_id, c.day, c.nm_id, {computed_values}
 FROM computed c JOIN keys k ON k.cabinet_id = c.cabinet_id AND k.day = c.day
 WHERE k.covered
 """
+#: A first fill whose pairs are every (cabinet, day) of the rectangle the feeds are read by, each
+#: with a table partition (a run over consecutive days of its cabinets, as ranged runs are): every
+#: computed row is one to write, and the join with the pairs is left out.
+_FILL_RECTANGLE = """
+WITH {body}
+INSERT INTO {table} (cabinet_id, day, nm_id, {columns})
+SELECT c.cabinet_id, c.day, c.nm_id, {computed_values}
+FROM computed c
+"""
 _UNCOVERED = """
 WITH keys AS (
     SELECT * FROM unnest(%(cabinets)s::text[], %(days)s::date[], %(covered)s::boolean[]) AS k (cabinet_id, day, covered)
@@ -381,7 +390,8 @@ def _recompute_table(
     stats.days_outside_partitions = {d for d, ok in zip(days, covered, strict=True) if not ok}
     held = conn.execute(_statement(_ANY, table, columns), params).fetchone()
     if held is not None and not held[0]:
-        inserted = conn.execute(_statement(_FILL, table, columns), params).rowcount
+        rectangle = all(covered) and len(pairs) == len(cabinet_ids) * ((last - first).days + 1)
+        inserted = conn.execute(_statement(_FILL_RECTANGLE if rectangle else _FILL, table, columns), params).rowcount
         if stats.days_outside_partitions:
             dropped = conn.execute(_statement(_UNCOVERED, table, columns), params).fetchone()
             stats.rows_dropped = int(dropped[0]) if dropped else 0

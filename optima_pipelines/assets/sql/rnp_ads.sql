@@ -15,22 +15,20 @@
 --   ad_cpc          ad_spend / ad_clicks, to the kopeck (NULL without clicks)
 --   ad_cpm          1000 * ad_spend / ad_views, to the kopeck (NULL without views)
 --
--- The form of this file, money in kopecks and the rows aggregated in key order: see rnp_sales.sql.
--- The counters are summed with rnp_sum (a bigint sum: sum(bigint) would keep a numeric state per
--- row of the result).
+-- The form of this file, the money sums and the rows aggregated in key order: see rnp_sales.sql.
+-- The counters are summed with rnp_sum (a bigint sum with a by-value state, migration 0014:
+-- sum(bigint) would keep a numeric state per group).
 ads AS (
     SELECT cabinet_id, day, nm_id,
            rnp_sum(views) AS ad_views,
            rnp_sum(clicks) AS ad_clicks,
-           rnp_sum(spend_k) AS ad_spend_k,
-           rnp_numsum(spend) FILTER (WHERE spend_k IS NULL) AS ad_spend_rest,
+           sum(spend) AS ad_spend,
            rnp_sum(atbs) AS ad_carts,
            rnp_sum(orders) AS ad_orders,
-           rnp_sum(orders_sum_k) AS ad_orders_sum_k,
-           rnp_numsum(orders_sum) FILTER (WHERE orders_sum_k IS NULL) AS ad_orders_sum_rest
+           sum(orders_sum) AS ad_orders_sum
     FROM (
-        SELECT a.cabinet_id, a.day, a.nm_id, a.views, a.clicks, a.atbs, a.orders,
-               a.sum AS spend, rnp_kopecks(a.sum) AS spend_k, a.sum_price AS orders_sum, rnp_kopecks(a.sum_price) AS orders_sum_k
+        SELECT a.cabinet_id, a.day, a.nm_id, a.views, a.clicks, a.atbs, a.orders, a.sum AS spend,
+               a.sum_price AS orders_sum
         FROM ad_campaign_stats a
         WHERE a.cabinet_id = ANY(%(cabinet_ids)s) AND a.day BETWEEN %(first)s AND %(last)s
         ORDER BY a.cabinet_id, a.day, a.nm_id
@@ -39,8 +37,8 @@ ads AS (
     GROUP BY cabinet_id, day, nm_id
 ),
 money AS (
-    SELECT cabinet_id, day, nm_id, ad_views, ad_clicks, rnp_money(ad_spend_k, ad_spend_rest) AS ad_spend, ad_carts,
-           ad_orders, rnp_money(ad_orders_sum_k, ad_orders_sum_rest) AS ad_orders_sum
+    SELECT cabinet_id, day, nm_id, ad_views, ad_clicks, coalesce(ad_spend, 0) + 0.00 AS ad_spend, ad_carts,
+           ad_orders, coalesce(ad_orders_sum, 0) + 0.00 AS ad_orders_sum
     FROM ads
     OFFSET 0
 ),

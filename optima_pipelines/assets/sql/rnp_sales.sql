@@ -24,10 +24,12 @@
 -- rows equal to them, touching only rows that change. Feeds are read by cabinet and day range, not
 -- joined pair by pair, so that the planner's row estimates (and its choice of joins) are right.
 --
--- Money is summed as integer kopecks (rnp_sum of rnp_kopecks(x), migration 0014) and turned into
--- numeric once per row (rnp_money); an amount with more than two decimals is summed as numeric
--- apart (the `_rest` sums: rnp_numsum ... FILTER ... IS NULL) and added, so every sum is exact. Each feed row's
--- kopecks are computed once, in a subquery the planner keeps (OFFSET 0).
+-- Money is summed as numeric with sum(), which is exact whatever the amounts' decimals, and given at
+-- least two decimals (+ 0.00: an amount's kopecks are shown even when WB sent whole rubles). In a
+-- streaming GroupAggregate (below) a numeric sum keeps one running state at a time; summing
+-- kopecks as bigint instead (migration 0014's rnp_kopecks and rnp_sum, with a numeric rest for
+-- amounts of more decimals) paid a multiplication and a cast per amount and two aggregates per
+-- column, and cost a 45-day half of bench/rnp_recompute.py 0.1-0.15 s more per rollup.
 --
 -- The feed rows are aggregated in key order (the subqueries' ORDER BY, an incremental sort of the
 -- (cabinet_id, day) index order by nm_id): a GroupAggregate streams where a HashAggregate keeps a
@@ -39,17 +41,13 @@
 orders AS (
     SELECT cabinet_id, day, nm_id,
            count(*) AS orders_count,
-           rnp_sum(price_k) AS orders_k,
-           rnp_numsum(price) FILTER (WHERE price_k IS NULL) AS orders_rest,
+           sum(price) AS orders_sum,
            count(*) FILTER (WHERE is_cancel) AS cancellations_count,
-           rnp_sum(price_k) FILTER (WHERE is_cancel) AS cancellations_k,
-           rnp_numsum(price) FILTER (WHERE is_cancel AND price_k IS NULL) AS cancellations_rest,
-           rnp_sum(spp_k) AS spp_k,
-           rnp_numsum(spp) FILTER (WHERE spp_k IS NULL) AS spp_rest,
+           sum(price) FILTER (WHERE is_cancel) AS cancellations_sum,
+           sum(spp) AS spp_sum,
            count(spp) AS spp_count
     FROM (
-        SELECT o.cabinet_id, o.day, o.nm_id, o.is_cancel, o.price_with_disc AS price,
-               rnp_kopecks(o.price_with_disc) AS price_k, o.spp, rnp_kopecks(o.spp) AS spp_k
+        SELECT o.cabinet_id, o.day, o.nm_id, o.is_cancel, o.price_with_disc AS price, o.spp
         FROM wb_orders o
         WHERE o.cabinet_id = ANY(%(cabinet_ids)s) AND o.day BETWEEN %(first)s AND %(last)s
         ORDER BY o.cabinet_id, o.day, o.nm_id
@@ -60,14 +58,11 @@ orders AS (
 sales AS (
     SELECT cabinet_id, day, nm_id,
            count(*) FILTER (WHERE NOT is_return) AS buyouts_count,
-           rnp_sum(price_k) FILTER (WHERE NOT is_return) AS buyouts_k,
-           rnp_numsum(price) FILTER (WHERE NOT is_return AND price_k IS NULL) AS buyouts_rest,
+           sum(price) FILTER (WHERE NOT is_return) AS buyouts_sum,
            count(*) FILTER (WHERE is_return) AS returns_count,
-           rnp_sum(abs(price_k)) FILTER (WHERE is_return) AS returns_k,
-           rnp_numsum(abs(price)) FILTER (WHERE is_return AND price_k IS NULL) AS returns_rest
+           sum(abs(price)) FILTER (WHERE is_return) AS returns_sum
     FROM (
-        SELECT s.cabinet_id, s.day, s.nm_id, s.is_return, s.price_with_disc AS price,
-               rnp_kopecks(s.price_with_disc) AS price_k
+        SELECT s.cabinet_id, s.day, s.nm_id, s.is_return, s.price_with_disc AS price
         FROM wb_sales s
         WHERE s.cabinet_id = ANY(%(cabinet_ids)s) AND s.day BETWEEN %(first)s AND %(last)s
         ORDER BY s.cabinet_id, s.day, s.nm_id
@@ -75,17 +70,25 @@ sales AS (
     ) s
     GROUP BY cabinet_id, day, nm_id
 ),
-computed AS (
+money AS (
     SELECT cabinet_id, day, nm_id,
            coalesce(orders_count, 0) AS orders_count,
-           rnp_money(orders_k, orders_rest) AS orders_sum,
+           coalesce(orders_sum, 0) + 0.00 AS orders_sum,
            coalesce(cancellations_count, 0) AS cancellations_count,
-           rnp_money(cancellations_k, cancellations_rest) AS cancellations_sum,
+           coalesce(cancellations_sum, 0) + 0.00 AS cancellations_sum,
            coalesce(buyouts_count, 0) AS buyouts_count,
-           rnp_money(buyouts_k, buyouts_rest) AS buyouts_sum,
+           coalesce(buyouts_sum, 0) + 0.00 AS buyouts_sum,
            coalesce(returns_count, 0) AS returns_count,
-           rnp_money(returns_k, returns_rest) AS returns_sum,
-           round(rnp_money(orders_k, orders_rest) / nullif(orders_count, 0), 2) AS avg_order_price,
-           round(rnp_money(spp_k, spp_rest) / nullif(spp_count, 0), 2) AS avg_spp_percent
+           coalesce(returns_sum, 0) + 0.00 AS returns_sum,
+           coalesce(spp_sum, 0) + 0.00 AS spp_sum,
+           spp_count
     FROM orders FULL JOIN sales USING (cabinet_id, day, nm_id)
+    OFFSET 0
+),
+computed AS (
+    SELECT cabinet_id, day, nm_id, orders_count, orders_sum, cancellations_count, cancellations_sum,
+           buyouts_count, buyouts_sum, returns_count, returns_sum,
+           round(orders_sum / nullif(orders_count, 0), 2) AS avg_order_price,
+           round(spp_sum / nullif(spp_count, 0), 2) AS avg_spp_percent
+    FROM money
 )
