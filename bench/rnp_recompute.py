@@ -385,7 +385,7 @@ def run(bench: Bench, opts: Any) -> None:
                 conn.execute(sql.SQL("TRUNCATE {}").format(sql.SQL(", ").join(map(sql.Identifier, TABLES))))
                 # Each timed phase starts with no checkpoint under way: the previous phase's WAL (a
                 # round writes about 1.5 GB) starts one, which then runs for minutes beside whatever
-                # comes next and cost a first fill 0.6-0.9 s (the pandas side gets the same).
+                # comes next and cost a first fill 0.6-0.8 s (the pandas side gets the same).
                 conn.execute("CHECKPOINT")
             harness.say(
                 f"  SQL in PostgreSQL (one run over the range: at most {PARTITIONS_PER_TRANSACTION} days per transaction, "

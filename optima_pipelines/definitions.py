@@ -58,6 +58,7 @@ from optima_pipelines.sensors.autoreply import autoreply_sync_sensor
 from optima_pipelines.sensors.booking import booking_slot_monitor
 from optima_pipelines.sensors.cabinets import cabinet_partitions_sensor
 from optima_pipelines.sensors.catalog import catalog_cards_schedule, catalog_prices_sensor
+from optima_pipelines.sensors.catchup import cron_sweep_catchup_sensor
 from optima_pipelines.sensors.digitization import digitization_backfill_schedule, digitization_increment_sensor
 from optima_pipelines.sensors.example import cabinet_status_summary_schedule
 from optima_pipelines.sensors.finance import finance_sync_schedule
@@ -156,6 +157,7 @@ SENSORS = [
     funnel_sync_sensor,
     catalog_prices_sensor,
     wb_sync_resume_sensor,
+    cron_sweep_catchup_sensor,
     rnp_reaggregate_sensor,
     account_busy_sensor,
     dead_run_sensor,

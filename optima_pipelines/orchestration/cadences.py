@@ -266,6 +266,16 @@ def _sync_cadences(scale: float) -> list[Cadence]:
             window_seconds=3 * 3600,
         ),
         Cadence(
+            "cron_sweep_catchup_sensor",
+            "-",
+            None,
+            "interval",
+            "every 60 s",
+            "cabinets a cron cadence's tick left out (busy, importing, paused) or its sweep skipped as account-busy, "
+            "once due, until the cadence's window ends (launches that cadence's sweep)",
+            interval_seconds=60,
+        ),
+        Cadence(
             "wb_sync_resume_sensor",
             "-",
             None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from dagster import AssetMaterialization
@@ -51,12 +52,14 @@ __all__ = [
     "fork_run_workers_from_preloaded_server",
     "interrupt_this_process",
     "interrupts_captured",
+    "latest_cron_tick",
     "log_materializations",
     "registered_instance",
     "remember_schema_probes",
     "replace_run_queue_config",
     "run_dagster_cli",
     "run_dagster_daemon",
+    "schedule_tick_evaluated",
     "serve_with_wrapped_app",
     "set_sensor_loop_seconds",
     "share_storage_engine",
@@ -394,3 +397,29 @@ def run_dagster_cli(argv: list[str]) -> None:
 
     sys.argv = ["dagster", *argv]
     main()
+
+
+def latest_cron_tick(cron: str, now: datetime, timezone: str) -> datetime:
+    """The latest time at or before ``now`` that ``cron`` (in ``timezone``) names: Dagster's own cron
+    arithmetic, the one its scheduler ticks by (daylight-saving rules included), which 1.13 does not
+    export (``dagster._utils.schedules``)."""
+    from dagster._utils.schedules import get_latest_completed_cron_tick
+
+    return get_latest_completed_cron_tick(cron, now, timezone)
+
+
+def schedule_tick_evaluated(instance: DagsterInstance, name: str, at: datetime) -> bool:
+    """Whether the schedule ``name`` is not stopped and the daemon has evaluated its tick of ``at``:
+    the tick is stored with that time and has ended (launched runs, or skipped). Dagster stores a
+    schedule's state once the daemon first ticks it (status DECLARED_IN_CODE, or RUNNING/STOPPED
+    once a person toggled it) and each tick with its scheduled time; the instance's methods for
+    both are public, their types (InstigatorType, InstigatorStatus, TickStatus) are not exported."""
+    from dagster._core.scheduler.instigation import InstigatorStatus, InstigatorType, TickStatus
+
+    for state in instance.all_instigator_state(instigator_type=InstigatorType.SCHEDULE):
+        if state.name != name or state.status == InstigatorStatus.STOPPED:
+            continue
+        ticks = instance.get_ticks(state.instigator_origin_id, state.selector_id, after=at.timestamp() - 1)
+        if any(t.timestamp == at.timestamp() and t.status in (TickStatus.SUCCESS, TickStatus.SKIPPED) for t in ticks):
+            return True
+    return False

@@ -8,6 +8,12 @@ schedule and interval sensor of theirs shares, and the sensor that resumes a syn
   number, a schedule's intended tick time) and the shard, so a tick evaluated twice launches
   nothing twice; an interval sensor's cursor keeps the window's swept cabinets, so a cabinet that
   becomes due later in the window (no longer busy, new) is swept by a second run, once.
+- **Catch-up of the cron cadences**: a schedule ticks once (the nightly backfill, finance, cards,
+  the hourly stocks), so a cabinet its tick left out (another run held it, a user's import ran,
+  WB paused it) or that its sweep skipped as account-busy would wait a day. As in the original,
+  where such a job waited out the cadence's window (backfill 3 h, finance 6 h) before it gave up,
+  ``cron_sweep_catchup_sensor`` sweeps those cabinets once they are free, until the window ends:
+  more sweep runs of the same window (``optima/window``), after the schedule's own tick.
 - **Resume**: a sync that WB's rate limit would have made wait (ADR-0051) stored what it had and
   its ``resume_at`` in sync_state; ``wb_sync_resume_sensor`` launches that sync's job again once the
   time has come, one run per pause (the run key holds its resume time).
@@ -20,12 +26,13 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 from dagster import (
     DagsterInstance,
+    DagsterRunStatus,
     JobDefinition,
     RunRequest,
     RunsFilter,
@@ -53,8 +60,16 @@ from optima_pipelines.orchestration.cadences import (
     sweep_priority,
     tick_seconds,
 )
+from optima_pipelines.orchestration.dagster_internals import latest_cron_tick, schedule_tick_evaluated
 from optima_pipelines.orchestration.fanout import IN_FLIGHT, FanoutPlan, active_cabinets, busy_cabinets, plan_fanout
-from optima_pipelines.orchestration.queues import PRIORITY_SCHEDULED, TAG_TRIGGER, TAG_WINDOW, queue_tags, sweep_tags
+from optima_pipelines.orchestration.queues import (
+    PRIORITY_SCHEDULED,
+    TAG_CABINET,
+    TAG_TRIGGER,
+    TAG_WINDOW,
+    queue_tags,
+    sweep_tags,
+)
 from optima_pipelines.orchestration.runconfig import cabinet_run_config, op_name
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.settings import load_settings
@@ -218,9 +233,21 @@ def interval_fanout_sensor(name: str, sweep: Sweep, state_feed: StateFeeds, desc
     return _sensor
 
 
+#: The cron cadences' sweeps by schedule name (cron_fanout_schedule enters each): what the catch-up
+#: sensor sweeps again.
+CRON_SWEEPS: dict[str, tuple[Sweep, StateFeeds]] = {}
+
+
+def tick_window(tick: datetime) -> str:
+    """A cron tick's window as its sweeps' run keys and ``optima/window`` tag name it (Moscow time)."""
+    return tick.astimezone(MOSCOW).strftime("%Y-%m-%dT%H:%M")
+
+
 def cron_fanout_schedule(name: str, sweep: Sweep, state_feed: StateFeeds, description: str) -> ScheduleDefinition:
-    """A cron cadence from the registry: one sweep per tick over every due cabinet (sharded)."""
+    """A cron cadence from the registry: one sweep per tick over every due cabinet (sharded); the
+    catch-up sensor sweeps the cabinets it left out once they are due, within the cadence's window."""
     entry = cadence(name)
+    CRON_SWEEPS[name] = (sweep, state_feed)
 
     @schedule(
         name=entry.name,
@@ -231,7 +258,7 @@ def cron_fanout_schedule(name: str, sweep: Sweep, state_feed: StateFeeds, descri
         description=f"{description} (cron {entry.cadence}, {entry.timezone}: a sweep over the active cabinets).",
     )
     def _schedule(context: ScheduleEvaluationContext, warehouse: Warehouse):
-        tick = context.scheduled_execution_time.astimezone(MOSCOW).strftime("%Y-%m-%dT%H:%M")
+        tick = tick_window(context.scheduled_execution_time)
         try:
             fanout = plan(warehouse, context, sweep, state_feed)
         except (psycopg.Error, OptimaError) as exc:
@@ -241,6 +268,102 @@ def cron_fanout_schedule(name: str, sweep: Sweep, state_feed: StateFeeds, descri
         return sweep_requests(sweep, entry.name, fanout.launch, tick)
 
     return _schedule
+
+
+#: How long the catch-up lets a cron window's latest sweep run alone before it launches another: a
+#: cabinet held all the while by work the fan-out does not see (another sync's run) is tried at most
+#: every CATCHUP_PAUSE, not every tick (a few runs a window, where the original retried every 15 s).
+CATCHUP_PAUSE = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class WindowState:
+    #: The cabinets the window needs no more (window_done).
+    done: set[str]
+    #: Its sweep runs so far, and when the latest was created (None: none yet).
+    runs: int
+    latest: datetime | None
+
+
+def window_done(
+    instance: DagsterInstance, warehouse: Warehouse, sweep: Sweep, window: str, since: datetime
+) -> WindowState:
+    """What a cron window has done: a cabinet is done when one of the window's sweep runs came to
+    a final outcome for it other than skipped (failed, deferred and retrying included: the
+    failure's record and the resume sensor take it from there), or when a single-cabinet run of
+    the same sync (a resume, a person's) succeeded since the tick. A cabinet a sweep run still works
+    on is busy, which the fan-out's plan skips. Raises psycopg.Error on a failed read."""
+    records = instance.get_run_records(RunsFilter(job_name=sweep.job.name, tags={TAG_WINDOW: window}))
+    done: set[str] = set()
+    if records:
+        with warehouse.connect() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT cabinet_id FROM sweep_outcomes WHERE run_id = ANY(%s) AND outcome <> 'skipped'",
+                ([r.dagster_run.run_id for r in records],),
+            ).fetchall()
+        done = {cabinet for (cabinet,) in rows}
+    # In UTC: Dagster's run storage compares created_after with its stored UTC times, tzinfo dropped.
+    alone = instance.get_runs(
+        RunsFilter(
+            job_name=sweep.cabinet_job.name, statuses=[DagsterRunStatus.SUCCESS], created_after=since.astimezone(UTC)
+        )
+    )
+    return WindowState(
+        done | {r.tags[TAG_CABINET] for r in alone if TAG_CABINET in r.tags},
+        len(records),
+        max((r.create_timestamp for r in records), default=None),
+    )
+
+
+def cron_catchup_sensor(schedules: Sequence[ScheduleDefinition]) -> SensorDefinition:
+    """The catch-up of these cron cadences (each made by cron_fanout_schedule): while a tick's
+    window lasts (the cadence's ``window_seconds``) and once the daemon has evaluated that tick, a
+    sweep over the active cabinets that are due now (not busy, importing or paused) and that the
+    window has not done yet (window_done), in the window's own run keys and tag, at most every
+    CATCHUP_PAUSE."""
+    entry = cadence("cron_sweep_catchup_sensor")
+    sweeps = {s.name: CRON_SWEEPS[s.name] for s in schedules}
+
+    @sensor(
+        name=entry.name,
+        jobs=[sweep.job for sweep, _ in sweeps.values()],
+        minimum_interval_seconds=entry.interval_seconds or 60,
+        default_status=sensor_status(entry.name),
+        description="Sweeps again, within their cadence's window, the cabinets a nightly or hourly schedule's tick "
+        "left out (busy, importing, paused) or its sweep skipped as account-busy: " + ", ".join(sorted(sweeps)) + ".",
+    )
+    def _sensor(context: SensorEvaluationContext, warehouse: Warehouse):
+        now = datetime.now(UTC)
+        requests: list[RunRequest] = []
+        notes: list[str] = []
+        for name, (sweep, state_feed) in sweeps.items():
+            cron = cadence(name)
+            tick = latest_cron_tick(cron.cadence, now, cron.timezone)
+            if now >= tick + timedelta(seconds=cron.window_seconds or 0):
+                continue
+            window = tick_window(tick)
+            if not schedule_tick_evaluated(context.instance, name, tick):
+                notes.append(f"{name} {window}: not evaluated (yet), or stopped")
+                continue
+            try:
+                state = window_done(context.instance, warehouse, sweep, window, tick)
+                if state.latest is not None and now - state.latest < CATCHUP_PAUSE:
+                    notes.append(f"{name} {window}: its latest sweep run is less than {CATCHUP_PAUSE} old")
+                    continue
+                fanout = plan(warehouse, context, sweep, state_feed)
+            except (psycopg.Error, OptimaError) as exc:
+                notes.append(f"{name} {window}: could not read: {exc.__class__.__name__}: {exc}")
+                continue
+            due = [c for c in fanout.launch if c not in state.done]
+            notes.append(f"{name} {window}: {len(state.done)} done, {len(due)} to catch up")
+            if due:
+                context.log.info(f"{name} {window}: sweeping {len(due)} cabinets its tick left out: {', '.join(due)}")
+                requests += sweep_requests(sweep, name, due, window, first=state.runs)
+        if not requests:
+            return SkipReason("; ".join(notes) or "no cron cadence is within its window")
+        return SensorResult(run_requests=requests)
+
+    return _sensor
 
 
 # -- resumes ------------------------------------------------------------------------------------

@@ -267,3 +267,23 @@ def test_the_schema_probes_we_remember_are_dagsters_and_the_schedule_storage_pro
             )
     assert "self.has_instigators_table()" in inspect.getsource(SqlScheduleStorage.create_tick)
     assert callable(SqlEventLogStorage.has_table)
+
+
+def test_the_cron_arithmetic_is_the_schedulers_and_a_tick_is_stored_at_its_scheduled_time() -> None:
+    from datetime import UTC, datetime
+
+    from dagster._core.remote_representation.external import RemoteSchedule
+    from dagster._scheduler import scheduler
+    from dagster._utils import schedules
+
+    # The catch-up names a cron window by the tick the scheduler evaluates: both walk cron_string_iterator.
+    assert "get_latest_completed_cron_tick" in inspect.getsource(internals.latest_cron_tick)
+    assert "reverse_cron_string_iterator" in inspect.getsource(schedules.get_latest_completed_cron_tick)
+    assert "schedule_execution_time_iterator" in inspect.getsource(RemoteSchedule.execution_time_iterator)
+    assert "cron_string_iterator(" in inspect.getsource(schedules.schedule_execution_time_iterator)
+    assert "execution_time_iterator(" in inspect.getsource(scheduler.launch_scheduled_runs_for_schedule_iterator)
+    at = datetime(2026, 12, 5, 2, 0, tzinfo=UTC)  # 05:00 in Moscow
+    assert internals.latest_cron_tick("0 5 * * *", at, "Europe/Moscow") == at
+    assert internals.latest_cron_tick("0 * * * *", at.replace(minute=59), "Europe/Moscow") == at
+    # schedule_tick_evaluated finds the tick by its timestamp: the scheduler stores the schedule time.
+    assert "timestamp=schedule_timestamp," in inspect.getsource(scheduler.launch_scheduled_runs_for_schedule_iterator)
