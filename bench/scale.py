@@ -355,7 +355,7 @@ def judge_cadences(stack: harness.Stack, cabinets: list[str], start: float, end:
     from dagster import RunsFilter
 
     from optima_pipelines.orchestration.cadences import cadences
-    from optima_pipelines.orchestration.queues import SKIPPED_ACCOUNT_BUSY, TAG_CABINET, TAG_SKIPPED
+    from optima_pipelines.orchestration.queues import SKIPPED_ACCOUNT_BUSY, TAG_CABINET, TAG_SKIPPED, TAG_WINDOW
 
     results = []
     for cadence in cadences():
@@ -396,21 +396,30 @@ def judge_cadences(stack: harness.Stack, cabinets: list[str], start: float, end:
             result.held = sum((c, k) in served for c in cabinets for k in windows)
             result.note = f"{len(windows)} windows of {window} s × {len(cabinets)} cabinets"
         elif records:
-            # A cron's ticks: each single-cabinet run, and each cabinet of each sweep (a tick runs a
-            # sweep per shard), held when the run left the queue, or the cabinet's work in the
-            # sweep ended (done, or deferred by WB), within the window.
+            # A cron's ticks: each single-cabinet run, held when it left the queue within the window;
+            # and each cabinet of each tick's sweeps (a sweep per shard, and the catch-up's runs of
+            # the same window, `optima/window`), held when one of them ended its work (done, or
+            # deferred by WB) within the window from the tick's first run.
             result.expected = result.held = 0
+            ticks: dict[str, float] = {}
             for r in records:
-                created = r.create_timestamp.timestamp()
                 if r.dagster_run.run_id in swept:
-                    rows = swept[r.dagster_run.run_id]
-                    result.expected += len(rows)
-                    result.held += sum(
-                        sweep_served(outcome, finished, created, window) for _, outcome, finished in rows
-                    )
+                    tick = r.dagster_run.tags.get(TAG_WINDOW, r.dagster_run.run_id)
+                    ticks[tick] = min(ticks.get(tick, math.inf), r.create_timestamp.timestamp())
+            due: set[tuple[str, str]] = set()
+            done: set[tuple[str, str]] = set()
+            for r in records:
+                if r.dagster_run.run_id in swept:
+                    tick = r.dagster_run.tags.get(TAG_WINDOW, r.dagster_run.run_id)
+                    for cabinet, outcome, finished in swept[r.dagster_run.run_id]:
+                        due.add((tick, cabinet))
+                        if sweep_served(outcome, finished, ticks[tick], window):
+                            done.add((tick, cabinet))
                 else:
                     result.expected += 1
                     result.held += run_served(r, window)
+            result.expected += len(due)
+            result.held += len(done)
             result.note = f"{len(records)} runs of its ticks, {result.expected} cabinet-ticks"
         elif cadence.on_demand:
             result.note = "no cabinet had work for it (no run needed)"
