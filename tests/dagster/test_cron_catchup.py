@@ -171,3 +171,35 @@ def test_no_catch_up_before_the_schedule_evaluated_its_tick_nor_for_a_stopped_sc
 def test_a_window_is_named_by_the_finance_tick_in_moscow_time_its_schedule_names_it_by(now, window):
     entry = cadence("finance_sync_schedule")
     assert tick_window(latest_cron_tick(entry.cadence, now, entry.timezone)) == window
+
+
+def test_a_nightly_window_is_caught_up_until_it_ends_and_not_after(
+    wb,  # noqa: F811
+    dagster_instance,
+    monkeypatch,
+):
+    from optima_pipelines.sensors import wb_sync
+
+    entry = cadence("finance_sync_schedule")  # 05:00 Moscow, a window of 6 h
+    tick = latest_cron_tick(entry.cadence, datetime.now(UTC), entry.timezone)
+    # The nightly tick launched nothing (every cabinet was busy then).
+    store_tick(dagster_instance, entry.name, tick)
+
+    def at(moment: datetime):
+        class Clock(datetime):
+            @classmethod
+            def now(cls, tz=None):  # type: ignore[override]
+                return moment.astimezone(tz)
+
+        monkeypatch.setattr(wb_sync, "datetime", Clock)
+        result = catch_up(dagster_instance)
+        return sorted(
+            c
+            for r in getattr(result, "run_requests", [])
+            if r.job_name == entry.job
+            for c in r.run_config["ops"][op_name(entry.job)]["config"]["cabinet_ids"]
+        )
+
+    window = timedelta(seconds=entry.window_seconds or 0)
+    assert at(tick + window - timedelta(minutes=1)) == CABINETS, "the window's last minute still catches up"
+    assert at(tick + window) == [], "the window has ended: the cabinets wait for the next night's tick"
