@@ -83,7 +83,7 @@ def test_the_hourly_sync_keeps_each_products_day(wb, warehouse_conn, dagster_ins
                 counts["rows_inserted" if (day, nm) not in truth else "rows_updated"] += 1
         if expected:
             break
-    assert expected, "a whole day of WB's changed no figure; the test needs a busier cabinet"
+    assert expected, "a whole simulated day changed no funnel figure; the test needs a busier cabinet"
     mark = latest_storage_id(dagster_instance)
     assert run_job("funnel_sync", dagster_instance, "c1").success
     assert funnel_in_warehouse(warehouse_conn, "c1") == after

@@ -55,7 +55,7 @@ def test_the_days_snapshot_is_wbs_latest(wb, warehouse_conn, dagster_instance):
         later = stocks_of_truth(wb)
         if later != first:
             break
-    assert later != first, "a whole day of WB's moved no stock; the test needs a busier cabinet"
+    assert later != first, "a whole simulated day moved no stock; the test needs a busier cabinet"
     assert run_job("inventory_sync", dagster_instance, "c1").success
     assert stocks_in_warehouse(warehouse_conn, today) == later
     changed = sum(1 for k in later if later[k] != first.get(k))
