@@ -8,11 +8,11 @@ and read what they recorded.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, build_sensor_context
 
@@ -26,6 +26,8 @@ from wb_simulator import CabinetSpec, Simulator, serve
 
 #: WB's one-request-a-minute limits become 0.1 s; fullstats' 20 s, 0.03 s.
 TIME_SCALE = 600
+
+T = TypeVar("T")
 
 
 def simulator(*specs: CabinetSpec, seed: int = 5) -> Simulator:
@@ -94,6 +96,19 @@ def half_up(value: Decimal, places: int = 2) -> Decimal:
     """``value`` rounded as PostgreSQL's ``round(numeric, places)`` does: half away from zero
     (Python's ``round`` of a Decimal rounds half to even: 40.625 → 40.62 where PostgreSQL says 40.63)."""
     return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+
+
+def advance_until_changed(sim: Simulator, step: timedelta, read: Callable[[], T], before: T) -> T:
+    """Move the simulator's clock on by ``step`` until ``read()`` differs from ``before``, for at most a
+    day, and return what it read last: a Moscow night can pass hours without an order, a sale or a
+    return (two hours from 01:22 did, on 2026-12-06), so "time passed" alone changes nothing."""
+    moved = timedelta(0)
+    while True:
+        sim.advance(step)
+        moved += step
+        now = read()
+        if now != before or moved >= timedelta(days=1):
+            return now
 
 
 def wait_until(moment: datetime, limit: float = 10.0) -> None:

@@ -15,7 +15,16 @@ from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import funnel
 from optima_pipelines.sync.state import get_state
 from optima_pipelines.timeutil import today_moscow
-from tests.wb_syncs import latest_storage_id, materializations, money, run_job, served, simulator, wait_until
+from tests.wb_syncs import (
+    advance_until_changed,
+    latest_storage_id,
+    materializations,
+    money,
+    run_job,
+    served,
+    simulator,
+    wait_until,
+)
 from wb_simulator import CabinetSpec
 
 FIELDS = {
@@ -70,19 +79,13 @@ def test_the_hourly_sync_keeps_each_products_day(wb, warehouse_conn, dagster_ins
 
     # Time passes: today's figures grow, and only the days whose figures changed are reported, each
     # with its new and its changed rows. (Judged against WB's own figures before and after: in the
-    # first hours after Moscow midnight today has no row yet, so its first rows are inserts.) A
-    # Moscow night can pass two hours without an order, a sale or a return (01:22 did, on
-    # 2026-12-06), so time moves on in two-hour steps until some figure has changed.
+    # first hours after Moscow midnight today has no row yet, so its first rows are inserts.)
+    after = advance_until_changed(wb, timedelta(hours=2), lambda: funnel_of_truth(wb, "c1", days), truth)
     expected: dict[str, dict[str, int]] = {}
-    for _ in range(12):
-        wb.advance(timedelta(hours=2))
-        after = funnel_of_truth(wb, "c1", days)
-        for (day, nm), figures in after.items():
-            if truth.get((day, nm)) != figures:
-                counts = expected.setdefault(f"c1|{day}", {"rows_inserted": 0, "rows_updated": 0})
-                counts["rows_inserted" if (day, nm) not in truth else "rows_updated"] += 1
-        if expected:
-            break
+    for (day, nm), figures in after.items():
+        if truth.get((day, nm)) != figures:
+            counts = expected.setdefault(f"c1|{day}", {"rows_inserted": 0, "rows_updated": 0})
+            counts["rows_inserted" if (day, nm) not in truth else "rows_updated"] += 1
     assert expected, "a whole simulated day changed no funnel figure; the test needs a busier cabinet"
     mark = latest_storage_id(dagster_instance)
     assert run_job("funnel_sync", dagster_instance, "c1").success

@@ -9,7 +9,7 @@ from dagster import materialize
 
 from optima_pipelines.definitions import RESOURCES
 from optima_pipelines.timeutil import today_moscow
-from tests.wb_syncs import latest_storage_id, materializations, run_job, served, simulator
+from tests.wb_syncs import advance_until_changed, latest_storage_id, materializations, run_job, served, simulator
 from wb_simulator import CabinetSpec
 
 
@@ -49,12 +49,7 @@ def test_the_days_snapshot_is_wbs_latest(wb, warehouse_conn, dagster_instance):
     assert materializations(dagster_instance, "stocks", mark) == {}
 
     # An hour of orders later the snapshot replaces the day's rows; only the changed ones are written.
-    # (A Moscow night hour can pass without an order or a return, so time moves on until one came.)
-    for _ in range(24):
-        wb.advance(timedelta(hours=1))
-        later = stocks_of_truth(wb)
-        if later != first:
-            break
+    later = advance_until_changed(wb, timedelta(hours=1), lambda: stocks_of_truth(wb), first)
     assert later != first, "a whole simulated day moved no stock; the test needs a busier cabinet"
     assert run_job("inventory_sync", dagster_instance, "c1").success
     assert stocks_in_warehouse(warehouse_conn, today) == later
