@@ -645,7 +645,7 @@ RNP_SPECS = [
         deps=["wb_orders", "wb_sales"],
         description="РНП sales per cabinet, Moscow day and product: orders (count, sum, cancellations) on the day "
         "the order was placed, buyouts and returns on the day of the sale or return, average order price and SPP. "
-        "Definitions: assets/sql/rnp_sales.sql and the README.",
+        "Definitions: assets/sql/rnp_sales.sql and docs/data.md.",
     ),
     AssetSpec(
         "rnp_ads",
@@ -666,7 +666,7 @@ RNP_SPECS = [
         deps=["rnp_sales", "rnp_ads", "rnp_finance", "rnp_funnel_stats", "stocks"],
         description="The РНП mart: one row per cabinet × Moscow day × product with sales, ads (and ДРР), finance, "
         "the funnel (card opens, add-to-cart, conversions) and the end-of-day stock. What the product's РНП "
-        'screens read. Definitions: assets/sql/rnp_daily.sql and the README\'s "Data: rnp_daily".',
+        'screens read. Definitions: assets/sql/rnp_daily.sql and docs/data.md ("rnp_daily: days and column definitions").',
     ),
 ]
 

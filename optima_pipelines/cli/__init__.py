@@ -35,8 +35,8 @@ class OptimaGroup(click.Group):
 def cli() -> None:
     """Optima's WB data platform on Dagster: syncs, the РНП mart, engines.
 
-    Configuration comes from the environment (see the README): OPTIMA_DATABASE_URL (unset: an
-    embedded PostgreSQL in OPTIMA_STATE_DIR), OPTIMA_ENV (default dev), and more.
+    Configuration comes from the environment (every variable: docs/configuration.md):
+    OPTIMA_DATABASE_URL (unset: an embedded PostgreSQL in OPTIMA_STATE_DIR), OPTIMA_ENV (default dev), and more.
     """
 
 

@@ -6,7 +6,7 @@
 OPTIMA_CODE_SERVER_FORKSERVER=1: ``dagster api grpc`` in this process, with its run workers forked
 from a process that imported Dagster and MODULE once (dagster_internals.fork_run_workers_from_preloaded_server).
 Measured beside the default launcher and the warm run workers by bench/orchestration.py; the
-deployment's choice is the warm run workers (orchestration/run_launcher.py), see the README.
+deployment's choice is the warm run workers (orchestration/run_launcher.py), see docs/performance.md.
 """
 
 from __future__ import annotations

@@ -31,6 +31,8 @@ from dagster._core.storage.tags import GRPC_INFO_TAG, WILL_RETRY_TAG
 from dagster._serdes import ConfigurableClass, ConfigurableClassData
 from dagster._utils.error import SerializableErrorInfo
 
+from optima_pipelines import settings
+
 if TYPE_CHECKING:
     from dagster import DagsterInstance, QueuedRunCoordinator
     from dagster._core.run_coordinator.queued_run_coordinator import RunQueueConfig
@@ -261,7 +263,7 @@ def store_planned_checks_per_partition(storage: Any) -> None:
 #: partition and table, a sweep one per feed and changed day: thousands per run at 1,000 cabinets, at
 #: 4.4 ms and 2.7 ms of CPU each alone against 0.6 ms in batches of 1,000 (dagster-postgres's
 #: ``store_event_batch``: one INSERT of the events, their tags, the asset's last event).
-EVENT_BATCH_SIZE = 1000
+EVENT_BATCH_SIZE = int(settings.default("DAGSTER_EVENT_BATCH_SIZE"))
 
 
 def enable_event_batches() -> None:

@@ -9,7 +9,7 @@ what it does (settings.py):
   runs from one broker: that is how the deployment grows past one machine. The broker is Redis in
   production (``OPTIMA_RUN_WORKER_BROKER_URL``) and, unset, kombu's SQLAlchemy transport on Dagster's
   own PostgreSQL schema (no new server); the task states (Celery's result backend) are kept there too.
-  bench/orchestration.py measured it against the other two ways (README, Performance): a trivial
+  bench/orchestration.py measured it against the other two ways (docs/performance.md, bench/JOURNAL.md): a trivial
   run's start under the import-dagster floor, 8× the burst throughput.
 - ``spawn``: Dagster's ``DefaultRunLauncher``. The code server starts every run worker as a fresh
   ``spawn`` process that imports Dagster and the definitions before its first line of work (2–4

@@ -90,7 +90,7 @@ class WbConfig:
     def from_env(cls, **kwargs: object) -> WbConfig:
         """OPTIMA_WB_BASE_URL → every category under that URL; unset → WB's real hosts.
         OPTIMA_WB_TIME_SCALE → ``time_scale`` (default 1)."""
-        kwargs.setdefault("time_scale", float_env("OPTIMA_WB_TIME_SCALE", 1.0, 1.0))
+        kwargs.setdefault("time_scale", float_env("OPTIMA_WB_TIME_SCALE", minimum=1.0))
         base = (os.environ.get("OPTIMA_WB_BASE_URL") or "").strip()
         if base:
             return cls.for_base_url(base, **kwargs)

@@ -11,7 +11,7 @@ would). At the end (every feed synced once more, the sensor run until it has not
 - every finance page WB delivered intact was stored, even by a sync that failed later on;
 - ``wb_report_lines`` holds every line WB has for the sync's window (paged until the 204);
 - every ``rnp_daily`` cell of every cabinet, day and product equals ``expected_mart``, computed
-  here in plain Python from rows of the raw tables with the README's definitions (never the
+  here in plain Python from rows of the raw tables with docs/data.md's definitions (never the
   project's SQL), and no row is missing or extra;
 - the latest evaluation of every asset check, per partition (what the UI shows), passed.
 
@@ -224,7 +224,7 @@ def test_disorder_every_rnp_cell_equals_the_raw_tables(
     assert not failed, f"{story}: asset checks failed:\n" + "\n".join(failed[:25])
 
 
-# -- the independent computation: rnp_daily from the raw tables, README's definitions --------------
+# -- the independent computation: rnp_daily from the raw tables, docs/data.md's definitions ---------
 
 Key = tuple[str, date, int]
 ZERO = Decimal(0)
