@@ -19,7 +19,7 @@ from optima_pipelines.orchestration.materializations import partition_range
 from optima_pipelines.orchestration.rnp_plan import FEED_ROLLUP, feed_event
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.sync import digitization as dg
-from optima_pipelines.sync.runs import Sync, SyncRun, rows_in_day
+from optima_pipelines.sync.runs import Sync, FeedLoad, rows_in_day
 
 QUEUE = dg.QUEUE
 
@@ -74,7 +74,7 @@ BACKFILL_SPEC = SyncJobSpec(
 
 
 def recompute_imported_days(
-    context: OpExecutionContext, warehouse: Warehouse, runs: list[SyncRun], trigger: str, request_id: int | None
+    context: OpExecutionContext, warehouse: Warehouse, runs: list[FeedLoad], trigger: str, request_id: int | None
 ) -> None:
     """A user's import recomputes the РНП of the days it reports in its own run (the feed events it
     is about to record, read as the re-aggregation sensor reads them): the seller waits for no

@@ -50,7 +50,7 @@ from psycopg import sql
 
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.ops.records import record_reaggregation
+from optima_pipelines.operations.records import record_reaggregation
 from optima_pipelines.orchestration.dagster_internals import log_materializations
 from optima_pipelines.orchestration.queues import TAG_TRIGGER
 from optima_pipelines.orchestration.retries import fail_on_permanent, is_transient

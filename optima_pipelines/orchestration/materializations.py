@@ -19,7 +19,7 @@ from optima_pipelines.logs import get_logger
 from optima_pipelines.orchestration.dagster_internals import log_materializations
 from optima_pipelines.partitions import CABINETS_NAME, cabinet_day_key
 from optima_pipelines.settings import load_settings
-from optima_pipelines.sync.runs import SyncRun
+from optima_pipelines.sync.runs import FeedLoad
 from optima_pipelines.timeutil import today_moscow
 
 log = get_logger(__name__)
@@ -37,7 +37,7 @@ def dagster_metadata(values: dict[str, Any]) -> dict[str, Any]:
 
 def emit_days(
     context: OpExecutionContext | AssetExecutionContext,
-    runs: Iterable[SyncRun],
+    runs: Iterable[FeedLoad],
     *,
     trigger: str,
     request_id: int | None = None,
@@ -73,7 +73,7 @@ def emit_days(
 
 def emit_cabinet(
     context: OpExecutionContext | AssetExecutionContext,
-    run: SyncRun,
+    run: FeedLoad,
     *,
     trigger: str,
     request_id: int | None = None,

@@ -1,7 +1,7 @@
 """The re-aggregation contract: what one materialization of a feed's `cabinet|day` partition tells
 the РНП re-aggregation (sensors/rnp.py), as one typed object serialized here and nowhere else.
 
-Syncs build a ``DayChange`` per changed day (``SyncRun.change``); the asset layer records
+Syncs build a ``DayChange`` per changed day (``FeedLoad.change``); the asset layer records
 ``to_metadata()`` on the materialization; the sensor reads it back with ``from_metadata``, which
 raises InvalidInput naming what is wrong (the sensor skips such an event with a warning). The keys
 are docs/ARCHITECTURE.md's: ``rows_*``, ``trigger``, ``request_id``, ``affected_days``,
