@@ -42,7 +42,7 @@ from bench import harness
 from bench.harness import Bench, Option
 from bench.wb_parse import make_body
 from optima_pipelines.sync import digitization as dg
-from optima_pipelines.sync.runs import SyncInput, FeedLoad
+from optima_pipelines.sync.runs import FeedLoad, SyncInput
 from optima_pipelines.wb import Order
 
 NAME = "ingest"

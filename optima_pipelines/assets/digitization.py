@@ -15,11 +15,11 @@ from dagster import AssetsDefinition, OpExecutionContext
 from optima_pipelines.assets.rnp import recompute_in_run
 from optima_pipelines.assets.wb_sync import sync_partition_asset
 from optima_pipelines.jobs.wb_sync import SyncJobSpec, cabinet_sync_job, sweep_job
+from optima_pipelines.mart.plan import FEED_ROLLUP, feed_event
 from optima_pipelines.orchestration.materializations import partition_range
-from optima_pipelines.orchestration.rnp_plan import FEED_ROLLUP, feed_event
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.sync import digitization as dg
-from optima_pipelines.sync.runs import Sync, FeedLoad, rows_in_day
+from optima_pipelines.sync.runs import FeedLoad, Sync, rows_in_day
 
 QUEUE = dg.QUEUE
 

@@ -43,7 +43,7 @@ from psycopg.types.json import Jsonb
 from optima_pipelines.db.statements import update_where
 from optima_pipelines.engines.audit import begin_action, finish_action, record_action
 from optima_pipelines.orchestration.queues import AUTOREPLY_ANSWER_SEND, AUTOREPLY_SYNC
-from optima_pipelines.sync.runs import SyncInput, FeedLoad
+from optima_pipelines.sync.runs import FeedLoad, SyncInput
 from optima_pipelines.warehouse.requests import AUTOREPLY_ANSWER_SEND_KIND
 from optima_pipelines.wb import Feedback, Question, WbClient, WbError
 

@@ -23,7 +23,7 @@ from optima_pipelines.jobs.wb_sync import SyncJobSpec, cabinet_sync_job, sweep_j
 from optima_pipelines.logs import get_logger
 from optima_pipelines.orchestration.queues import AUTOBIDDER_BID_ENGINE, AUTOBIDDER_SYNC
 from optima_pipelines.sync import ads
-from optima_pipelines.sync.runs import SyncInput, FeedLoad
+from optima_pipelines.sync.runs import FeedLoad, SyncInput
 
 log = get_logger(__name__)
 

@@ -81,7 +81,7 @@ from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi, lazy_client
 from optima_pipelines.settings import load_settings
-from optima_pipelines.sync.runs import Sync, SyncInput, FeedLoad, record_failure, stored_runs
+from optima_pipelines.sync.runs import FeedLoad, Sync, SyncInput, record_failure, stored_runs
 from optima_pipelines.sync.state import mark_deferred
 from optima_pipelines.warehouse import requests as outbox
 from optima_pipelines.warehouse.cabinet_lock import CabinetLock, LockSession, held

@@ -23,7 +23,7 @@ import psycopg
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import AUTOBIDDER_SYNC, RNP_ADS_SYNC
-from optima_pipelines.sync.runs import SyncInput, FeedLoad, finish, page_connection, paged_load
+from optima_pipelines.sync.runs import FeedLoad, SyncInput, finish, page_connection, paged_load
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import AdStat, Campaign

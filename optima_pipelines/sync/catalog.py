@@ -25,7 +25,7 @@ from psycopg import sql
 
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import CATALOG_SYNC
-from optima_pipelines.sync.runs import Connect, SyncInput, FeedLoad, finish, page_connection, sql_file
+from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection, sql_file
 from optima_pipelines.wb import Card, Price, WbClient, WbDeferred
 
 QUEUE = CATALOG_SYNC

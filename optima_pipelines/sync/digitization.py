@@ -27,7 +27,7 @@ from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import merge_rows
 from optima_pipelines.logs import get_logger
 from optima_pipelines.orchestration.queues import DIGITIZATION_SYNC
-from optima_pipelines.sync.runs import Connect, SyncInput, FeedLoad, note_stored, page_connection, sql_file
+from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, note_stored, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
 from optima_pipelines.timeutil import MOSCOW, now_moscow
 from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
@@ -197,7 +197,9 @@ def load_feed(
     return run
 
 
-def _note_moved_lines(conn: psycopg.Connection, run: FeedLoad, cabinet_id: str, rows: Sequence[tuple[Any, ...]]) -> None:
+def _note_moved_lines(
+    conn: psycopg.Connection, run: FeedLoad, cabinet_id: str, rows: Sequence[tuple[Any, ...]]
+) -> None:
     """Before an orders page is merged: which report lines it moves to its orders' days, from where."""
     if not rows:
         return

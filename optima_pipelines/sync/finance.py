@@ -35,7 +35,7 @@ from optima_pipelines.load import MergeResult, merge_rows
 from optima_pipelines.orchestration.queues import DIGITIZATION_SYNC, RNP_FINANCE_SYNC
 from optima_pipelines.sync.catalog import sync_cards
 from optima_pipelines.sync.report_file import IMPORT_COLUMNS, ParsedReport, header, parse_report_file
-from optima_pipelines.sync.runs import Connect, SyncInput, FeedLoad, finish, page_connection, paged_load, sql_file
+from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection, paged_load, sql_file
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import ReportLine, WbClient

@@ -13,7 +13,7 @@ from datetime import date
 
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import INVENTORY_SYNC
-from optima_pipelines.sync.runs import Connect, SyncInput, FeedLoad, finish, page_connection
+from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import Stock, WbClient, WbDeferred
 

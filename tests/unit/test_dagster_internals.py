@@ -60,7 +60,7 @@ def test_the_run_storage_columns_metrics_read_exist_and_are_all_declared() -> No
         assert not missing, f"Dagster's {table} table has no column(s) {sorted(missing)} that /metrics reads"
 
     used: dict[str, set[str]] = {"runs": set(), "run_tags": set()}
-    for path in sorted((PACKAGE / "ops" / "sql").glob("*.sql")):
+    for path in sorted((PACKAGE / "operations" / "sql").glob("*.sql")):
         text = path.read_text()
         for table, alias in re.findall(r"\{(runs|run_tags)\}\s+(?:AS\s+)?(\w+)", text):
             used[table] |= set(re.findall(rf"\b{alias}\.(\w+)", text))

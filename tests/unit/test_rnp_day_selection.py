@@ -9,7 +9,7 @@ import pytest
 from dagster import MetadataValue
 
 from optima_pipelines.errors import InvalidInput
-from optima_pipelines.orchestration.rnp_plan import (
+from optima_pipelines.mart.plan import (
     FeedEvent,
     Recompute,
     day_ranges,
@@ -203,7 +203,7 @@ def test_the_planner_imports_no_dagster() -> None:
     import subprocess
     import sys
 
-    code = "import sys, optima_pipelines.orchestration.rnp_plan; sys.exit('dagster' in sys.modules)"
+    code = "import sys, optima_pipelines.mart.plan; sys.exit('dagster' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
@@ -229,7 +229,7 @@ def test_a_windows_mixed_changes_are_widened_into_one_run_and_an_import_stays_ex
     """What a sweep window leaves: ads on three days for most cabinets, today's orders for some, a
     stock snapshot for others, and a few without changes between them: widened, one rectangle (the
     recompute skips the pairs whose feeds did not change); a 90-day import keeps its own run."""
-    from optima_pipelines.orchestration.rnp_plan import widen
+    from optima_pipelines.mart.plan import widen
 
     cabinets = [f"c{i:04d}" for i in range(1000)]
     demands: dict[tuple[str, date], set[str]] = {}
@@ -258,7 +258,7 @@ def test_a_windows_mixed_changes_are_widened_into_one_run_and_an_import_stays_ex
 def test_a_windows_different_short_spans_become_one_rectangle_a_long_one_does_not():
     """Ads of today for some cabinets, an increment's last four days for others: one span over both
     (one run, not one per span); a cabinet whose own days span more than a week is planned exactly."""
-    from optima_pipelines.orchestration.rnp_plan import widen
+    from optima_pipelines.mart.plan import widen
 
     cabinets = [f"c{i}" for i in range(6)]
     demands: dict[tuple[str, date], set[str]] = {(c, D): {"rnp_ads"} for c in cabinets[:3]}

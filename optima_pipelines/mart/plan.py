@@ -1,7 +1,7 @@
 """The re-aggregation planner: which (cabinet, day) partitions of which РНП tables a set of feed
 changes makes stale, and how they are batched into runs. Free of Dagster (a test holds it to that):
 sensors/rnp.py reads the event log and turns these plans into RunRequests; the nightly merge's plan
-is built here from what it read in the warehouse.
+is built here from what it reads in the warehouse (``plan_merge_sync``, ``sql/days_to_heal.sql``).
 
 Which days, following DESIGN.md §2 and the event contract in docs/ARCHITECTURE.md:
 
@@ -39,8 +39,12 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
 
+import psycopg
+
+from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.sync.changes import DayChange
+from optima_pipelines.warehouse.table_partitions import covered_days, list_partitions
 
 ROLLUPS = ("rnp_sales", "rnp_ads", "rnp_finance")
 MART = "rnp_daily"
@@ -67,6 +71,9 @@ MAX_PRODUCT_DAYS_PER_RUN = 400 * DEFAULT_PRODUCTS
 MAX_PARTITIONS_PER_RUN = 5000
 MERGE_WINDOW_DAYS = 3
 HEAL_DAYS = 90
+
+#: The text of ``mart/sql/<name>.sql``.
+statement = SqlFiles(__file__)
 
 
 # --- events and days ---------------------------------------------------------------------------
@@ -342,3 +349,51 @@ def merge_sync_demands(
     for pair in [(c, d) for c in cabinets for d in window if d >= first_day] + list(healed):
         demands[pair] = set(ROLLUPS)
     return demands
+
+
+def days_to_heal(conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date) -> list[tuple[str, date]]:
+    """(cabinet, day) pairs in [first, last] with orders but no rnp_daily rows, index probes only."""
+    rows = conn.execute(
+        statement("days_to_heal"),
+        {"cabinets": list(cabinets), "first": first, "last": last},
+    ).fetchall()
+    return [(c, d) for c, d in rows]
+
+
+def source_order_days(
+    conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date
+) -> list[tuple[str, date]]:
+    """(cabinet, day) of the source orders of the report lines of [first, last] (their own day) that
+    belong to another day: where those lines are placed (their attributed_day, migration 0015)."""
+    rows = conn.execute(
+        statement("source_order_days"),
+        {"cabinets": list(cabinets), "first": first, "last": last},
+    ).fetchall()
+    return [(c, d) for c, d in rows]
+
+
+@dataclass
+class MergeSyncPlan:
+    demands: Demands
+    healed: list[tuple[str, date]]
+
+
+def plan_merge_sync(conn: psycopg.Connection, cabinets: Sequence[str], today: date, first_day: date) -> MergeSyncPlan:
+    """Every rollup and the merge for the last MERGE_WINDOW_DAYS days of each cabinet, plus the
+    days of the last HEAL_DAYS with orders and no rnp_daily rows, plus the finance rollup of the
+    days where report lines of the window belong (their source orders' days): a line whose order
+    arrived after it leaves its own day and reaches its order's even if the sensor missed the
+    order's event. Days without a table partition are left out: their rows are dropped by design,
+    and would be "healed" every night."""
+    heal_from = max(first_day, today - timedelta(HEAL_DAYS - 1))
+    candidates = days_to_heal(conn, cabinets, heal_from, today) if cabinets else []
+    window_start = today - timedelta(MERGE_WINDOW_DAYS - 1)
+    placed = source_order_days(conn, cabinets, window_start, today) if cabinets else []
+    partitions = list_partitions(conn, MART)
+
+    def covered(pairs: list[tuple[str, date]]) -> list[tuple[str, date]]:
+        ok = covered_days(partitions, [d for _, d in pairs])
+        return [p for p, keep in zip(pairs, ok, strict=True) if keep and p[1] >= first_day]
+
+    healed = covered(candidates)
+    return MergeSyncPlan(merge_sync_demands(cabinets, today, first_day, healed, covered(placed)), healed)
