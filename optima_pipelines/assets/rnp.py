@@ -38,9 +38,10 @@ from dagster import (
     multi_asset_check,
 )
 
+from optima_pipelines.changes import FeedChange
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.mart.checks import CHECK_METRICS, CheckOutcome, compare_with_feeds, evaluate_checks
-from optima_pipelines.mart.plan import MART, ROLLUPS, FeedEvent, demands_from_events
+from optima_pipelines.mart.plan import FEED_ROLLUP, MART, ROLLUPS, demands_from_changes
 from optima_pipelines.mart.recompute import TABLES, RecomputeStats, recompute_tables
 from optima_pipelines.operations.records import record_reaggregation
 from optima_pipelines.orchestration.dagster_internals import log_materializations
@@ -121,17 +122,19 @@ def _warn_dropped(context: AssetExecutionContext | OpExecutionContext, stats: Re
         )
 
 
-def recompute_in_run(context: OpExecutionContext, warehouse: Warehouse, events: Sequence[FeedEvent]) -> None:
+def recompute_in_run(context: OpExecutionContext, warehouse: Warehouse, changes: Sequence[FeedChange]) -> None:
     """A user's import recomputes the РНП of what it changed in its own run, through the code of the
     four assets (``recompute_tables``, the same records and metadata), and records their
     materializations and the mart's checks as a run of ``rnp_recompute`` would: the seller sees the
     days in rnp_daily without waiting for the re-aggregation sensor's tick and a second run's start.
+    It is the import's ``SyncJobSpec.after_sync``: it takes the import's change records as they are.
 
-    The same pairs as the sensor would ask for (``demands_from_events``). Their watermarks are then
-    up to date, so the sensor, reading the import's feed events afterwards, requests nothing for
-    them. Any failure here is logged and left to the sensor (the import's data is committed)."""
+    The same pairs as the sensor asks for when it reads the import's materializations
+    (``demands_from_changes``). Their watermarks are then up to date, so the sensor requests nothing
+    for them. Any failure here is logged and left to the sensor (the import's data is committed)."""
     today = today_moscow()
-    wanted = demands_from_events(events, date.fromisoformat(load_settings().partitions_start), today)
+    first_day = date.fromisoformat(load_settings().partitions_start)
+    wanted = demands_from_changes([c for c in changes if c.feed in FEED_ROLLUP], first_day, today)
     pairs = sorted(wanted.demands)
     if not pairs:
         return

@@ -57,6 +57,7 @@ from dagster import (
 from pydantic import Field
 
 from optima_pipelines import logs
+from optima_pipelines.changes import FeedChange
 from optima_pipelines.errors import InvalidInput, OptimaError, UnknownCabinet
 from optima_pipelines.orchestration.materializations import emit_cabinet, emit_days, ensure_cabinet_partitions
 from optima_pipelines.orchestration.queues import (
@@ -81,7 +82,7 @@ from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi, lazy_client
 from optima_pipelines.settings import load_settings
-from optima_pipelines.sync.runs import FeedLoad, Sync, SyncInput, record_failure, stored_runs
+from optima_pipelines.sync.runs import FeedLoad, Sync, SyncInput, feed_changes, record_failure, stored_runs
 from optima_pipelines.sync.state import mark_deferred
 from optima_pipelines.warehouse import requests as outbox
 from optima_pipelines.warehouse.cabinet_lock import CabinetLock, LockSession, held
@@ -168,9 +169,9 @@ class SyncJobSpec:
     user_trigger: str | None = None
     cabinet_partitioned: tuple[str, ...] = ()
     resume_feed: str | None = None
-    #: Work a single-cabinet run does with what the sync changed before recording its
-    #: materializations (a user's import recomputes its РНП days: assets/digitization.py).
-    after_sync: Callable[[OpExecutionContext, Warehouse, list[FeedLoad], str, int | None], None] | None = None
+    #: Work a single-cabinet run does with what the sync changed (its change records) before
+    #: recording its materializations (a user's import recomputes its РНП days: assets.rnp.recompute_in_run).
+    after_sync: Callable[[OpExecutionContext, Warehouse, list[FeedChange]], None] | None = None
 
     @property
     def user(self) -> bool:
@@ -192,10 +193,10 @@ class SyncJobSpec:
         """The materializations of what ``runs`` changed: cabinet snapshots by cabinet, feeds by day."""
         runs = list(runs)
         for run in runs:
-            if run.feed in self.cabinet_partitioned:
-                emit_cabinet(context, run, trigger=trigger, request_id=request_id)
+            if run.feed in self.cabinet_partitioned and run.changed:
+                emit_cabinet(context, run.total(trigger, request_id))
         days = [r for r in runs if r.feed not in self.cabinet_partitioned]
-        emit_days(context, days, trigger=trigger, request_id=request_id)
+        emit_days(context, feed_changes(days, trigger, request_id))
 
 
 @dataclass
@@ -218,7 +219,7 @@ class _Published:
             (r.feed, r.merge.inserted, r.merge.updated, r.rows_deleted, frozenset(r.report_days)) for r in runs
         )
         if state != self.done:
-            self.spec.after_sync(self.context, self.warehouse, runs, self.trigger, self.request_id)
+            self.spec.after_sync(self.context, self.warehouse, feed_changes(runs, self.trigger, self.request_id))
             self.done = state
 
 
@@ -269,7 +270,7 @@ def run_cabinet_sync(
         # Pages committed before the failure stay: report the days they changed (the retry, or the
         # next run, resumes after them).
         stored = [r for r in stored_runs(exc) if r.feed not in spec.cabinet_partitioned]
-        emit_days(context, stored, trigger=trigger, request_id=config.request_id)
+        emit_days(context, feed_changes(stored, trigger, config.request_id))
         will_retry = is_transient(exc) and context.retry_number < (spec.retry.max_retries or 0)
         if not will_retry:
             failed = [FeedLoad(spec.queue, f, cabinet_id, context.run_id, trigger) for f in spec.feeds]

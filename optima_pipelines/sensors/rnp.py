@@ -44,15 +44,14 @@ from dagster import (
 from sqlalchemy.exc import SQLAlchemyError
 
 from optima_pipelines.assets.rnp import TAG_RECOMPUTE, TAG_SOURCE_EVENT_AT, rnp_recompute_job
+from optima_pipelines.changes import FeedChange
 from optima_pipelines.errors import InvalidInput, OptimaError
 from optima_pipelines.mart.plan import (
     FEED_ROLLUP,
     MAX_EVENTS_PER_FEED,
     MERGE_WINDOW_DAYS,
-    FeedEvent,
     Recompute,
-    demands_from_events,
-    feed_event,
+    demands_from_changes,
     parse_cursor,
     plan_merge_sync,
     plan_recomputes,
@@ -83,14 +82,14 @@ from optima_pipelines.warehouse.cabinets import list_cabinets
 # --- events ----------------------------------------------------------------------------------
 
 
-def parse_feed_event(feed: str, partition: str | None, metadata: Mapping[str, Any]) -> FeedEvent:
-    """A FeedEvent from a materialization; raises InvalidInput naming what is wrong."""
+def parse_feed_event(feed: str, partition: str | None, metadata: Mapping[str, Any]) -> FeedChange:
+    """The change record of a feed's materialization; raises InvalidInput naming what is wrong."""
     if feed not in FEED_ROLLUP:
         raise InvalidInput(f"{feed!r} is not a feed of the РНП (expected one of {', '.join(FEED_ROLLUP)})")
     if not partition:
         raise InvalidInput(f"{feed} materialization has no partition: expected 'CABINET|YYYY-MM-DD'")
     cabinet_id, day = parse_cabinet_day_key(partition)
-    return feed_event(feed, cabinet_id, day, metadata)
+    return FeedChange.from_metadata(feed, cabinet_id, day, metadata)
 
 
 def run_request(recompute: Recompute, tags: Mapping[str, str], run_key: str) -> RunRequest:
@@ -110,7 +109,7 @@ def run_request(recompute: Recompute, tags: Mapping[str, str], run_key: str) -> 
 
 @dataclass
 class FeedRead:
-    events: list[FeedEvent] = field(default_factory=list)
+    changes: list[FeedChange] = field(default_factory=list)
     cursor: dict[str, int] = field(default_factory=dict)
     #: Events that cannot be used, with why. Skipped (and logged), never retried forever.
     rejected: list[str] = field(default_factory=list)
@@ -136,7 +135,7 @@ def read_feed_events(instance: DagsterInstance, cursor: Mapping[str, int]) -> Fe
             if mat is None:
                 continue
             try:
-                out.events.append(parse_feed_event(feed, mat.partition, mat.metadata))
+                out.changes.append(parse_feed_event(feed, mat.partition, mat.metadata))
             except InvalidInput as exc:
                 out.rejected.append(f"{feed} event {record.storage_id} (partition {mat.partition!r}): {exc}")
     return out
@@ -221,7 +220,7 @@ def rnp_reaggregate_sensor(context: SensorEvaluationContext, warehouse: Warehous
         return SkipReason("no new feed materializations")
 
     first_day = date.fromisoformat(load_settings().partitions_start)
-    wanted = demands_from_events(read.events, first_day, today_moscow())
+    wanted = demands_from_changes(read.changes, first_day, today_moscow())
     if wanted.out_of_range:
         context.log.warning(
             f"{len(wanted.out_of_range)} (cabinet, day) pairs are outside the partitions "

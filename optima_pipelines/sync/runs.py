@@ -5,7 +5,8 @@ Every sync of one cabinet has one entry point, a ``Sync``: ``(SyncInput) -> list
 (digitization, the finance report and uploads, ads, the funnel, the catalog, stocks). A ``FeedLoad``
 is what one feed did: rows fetched and merged per business day, rows removed, deferral, and the
 days whose РНП rollups the written rows affect (finance: ``affected``; orders: ``finance``), told
-per day as a ``sync.changes.DayChange``. Assets turn them into materializations and run metadata, and
+per day as ``changes.FeedChange`` records (``FeedLoad.changes``), which runs record as materializations
+and a user's import hands to its РНП recompute. Their run metadata, and
 ``finish`` records them for /metrics (``ops.records.record_feed_sync``) in the transaction that
 also marks the sync state, so figures and state commit together. Loads run on a
 ``page_connection``: each page commits with its resume point in a transaction of its own.
@@ -23,11 +24,11 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from optima_pipelines.changes import FeedChange, iso_days
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.load import MergeResult
 from optima_pipelines.operations.records import record_feed_sync
-from optima_pipelines.sync.changes import DayChange, iso_days
 from optima_pipelines.sync.state import mark_deferred, mark_success
 from optima_pipelines.wb import WbClient, WbDeferred
 
@@ -130,9 +131,12 @@ class FeedLoad:
     def changed(self) -> bool:
         return bool(self.merge.inserted or self.merge.updated or self.rows_deleted)
 
-    def change(self, day: date, trigger: str, request_id: int | None = None) -> DayChange:
-        """What this run changed on ``day``: the re-aggregation contract of its materialization."""
-        return DayChange(
+    def change(self, day: date, trigger: str, request_id: int | None = None) -> FeedChange:
+        """What this load changed on ``day``: the change record of its `cabinet|day` partition."""
+        return FeedChange(
+            feed=self.feed,
+            cabinet_id=self.cabinet_id,
+            day=day,
             rows_fetched=self.fetched_by_day.get(day, 0),
             rows_inserted=self.merge.inserted_by_day.get(day, 0),
             rows_updated=self.merge.updated_by_day.get(day, 0),
@@ -143,10 +147,17 @@ class FeedLoad:
             finance_days=tuple(self.finance.get(day, ())),
         )
 
-    def total(self, trigger: str, request_id: int | None = None) -> DayChange:
-        """What this run changed over all its days: the figures of a cabinet-partitioned feed's
-        materialization, under the same keys as a day's."""
-        return DayChange(
+    def changes(self, trigger: str, request_id: int | None = None) -> list[FeedChange]:
+        """One change record per day this load changed or reports (an import: its whole period)."""
+        return [self.change(day, trigger, request_id) for day in sorted(self.changed_days | self.report_days)]
+
+    def total(self, trigger: str, request_id: int | None = None) -> FeedChange:
+        """What this load changed over all its days: the record of a cabinet-partitioned feed's
+        materialization (``day`` None), under the same keys as a day's."""
+        return FeedChange(
+            feed=self.feed,
+            cabinet_id=self.cabinet_id,
+            day=None,
             rows_fetched=self.rows_fetched,
             rows_inserted=self.merge.inserted,
             rows_updated=self.merge.updated,
@@ -184,6 +195,11 @@ class FeedLoad:
             changed_days=self.changed_days,
             error=error,
         )
+
+
+def feed_changes(loads: Iterable[FeedLoad], trigger: str, request_id: int | None = None) -> list[FeedChange]:
+    """The change records of these loads, day by day (``FeedLoad.changes``)."""
+    return [change for load in loads for change in load.changes(trigger, request_id)]
 
 
 def _never() -> bool:
