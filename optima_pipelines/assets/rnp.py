@@ -40,7 +40,7 @@ from dagster import (
 
 from optima_pipelines.changes import FeedChange
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.mart.checks import CHECK_METRICS, CheckOutcome, compare_with_feeds, evaluate_checks
+from optima_pipelines.mart.checks import CHECK_METRICS, CheckOutcome, compare_covered_with_feeds, evaluate_checks
 from optima_pipelines.mart.plan import FEED_ROLLUP, MART, ROLLUPS, demands_from_changes
 from optima_pipelines.mart.recompute import TABLES, RecomputeStats, recompute_tables
 from optima_pipelines.operations.records import record_reaggregation
@@ -51,7 +51,6 @@ from optima_pipelines.partitions import CABINET_DAY, cabinet_day_key, parse_cabi
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.settings import load_settings
 from optima_pipelines.timeutil import today_moscow
-from optima_pipelines.warehouse.table_partitions import covered_days, list_partitions
 
 #: The original re-aggregate queue: 3 attempts with backoff, for transient database trouble (a lost
 #: connection, a serialization failure); a data, integrity or syntax error fails at once.
@@ -134,7 +133,9 @@ def recompute_in_run(context: OpExecutionContext, warehouse: Warehouse, changes:
     for them. Any failure here is logged and left to the sensor (the import's data is committed)."""
     today = today_moscow()
     first_day = date.fromisoformat(load_settings().partitions_start)
-    wanted = demands_from_changes([c for c in changes if c.feed in FEED_ROLLUP], first_day, today)
+    # The records the sensor would read: the РНП's feeds, of days with a partition (emit_days records no other).
+    seen = [c for c in changes if c.feed in FEED_ROLLUP and c.day is not None and first_day <= c.day <= today]
+    wanted = demands_from_changes(seen, first_day, today)
     pairs = sorted(wanted.demands)
     if not pairs:
         return
@@ -158,8 +159,7 @@ def recompute_in_run(context: OpExecutionContext, warehouse: Warehouse, changes:
                 ],
             )
         with warehouse.connect() as conn:
-            covered = covered_days(list_partitions(conn, MART), [d for _, d in pairs])
-            rows = compare_with_feeds(conn, [p for p, ok in zip(pairs, covered, strict=True) if ok])
+            _, rows = compare_covered_with_feeds(conn, pairs)
         for outcome in evaluate_checks(rows, sorted(CHECK_METRICS)):
             # Dagster records an op's check evaluations (its type hints name only materializations).
             context.log_event(check_evaluation(outcome))  # type: ignore[arg-type]
@@ -284,9 +284,7 @@ def rnp_daily_checks(context: AssetCheckExecutionContext, warehouse: Warehouse) 
     """One result per check and rnp_daily partition of the run (a ranged run checks each of its days)."""
     pairs = _run_pairs(context)
     with warehouse.connect() as conn:
-        covered = covered_days(list_partitions(conn, MART), [d for _, d in pairs])
-        checked = [p for p, ok in zip(pairs, covered, strict=True) if ok]
-        rows = compare_with_feeds(conn, checked)
+        checked, rows = compare_covered_with_feeds(conn, pairs)
     if len(checked) < len(pairs):
         # Their rows were dropped by design; comparing them with the feeds would only ever fail.
         context.log.info(f"{len(pairs) - len(checked)} partitions have no rnp_daily table partition: not checked")
