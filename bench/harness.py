@@ -49,7 +49,7 @@ if str(ROOT) not in sys.path:  # `bench.*` and the system-test harness (tests/sy
 from optima_pipelines.db.connection import connect  # noqa: E402
 from optima_pipelines.db.migrate import ensure_schemas, upgrade  # noqa: E402
 from optima_pipelines.db.urls import dagster_storage_url, masked, with_database  # noqa: E402
-from optima_pipelines.ops.runtime import project_file  # noqa: E402
+from optima_pipelines.operations.runtime import project_file  # noqa: E402
 
 RESULTS_DIR = ROOT / "bench" / "results"
 

@@ -42,7 +42,7 @@ from bench import harness
 from bench.harness import Bench, Option
 from bench.wb_parse import make_body
 from optima_pipelines.sync import digitization as dg
-from optima_pipelines.sync.runs import SyncInput, SyncRun
+from optima_pipelines.sync.runs import FeedLoad, SyncInput
 from optima_pipelines.wb import Order
 
 NAME = "ingest"
@@ -128,7 +128,7 @@ def measured(cpu: Cpu) -> Iterator[None]:
     cpu.client += time.process_time() - started
 
 
-def load_ours(env: harness.Environment, bodies: list[bytes], cpu: Cpu) -> SyncRun:
+def load_ours(env: harness.Environment, bodies: list[bytes], cpu: Cpu) -> FeedLoad:
     with measured(cpu):
         inp = SyncInput(
             connect=lambda: MeasuredConnection(env.connect(autocommit=False), cpu),  # type: ignore[arg-type,return-value]

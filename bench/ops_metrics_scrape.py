@@ -5,7 +5,7 @@
 Creates a throwaway database, migrates a warehouse and Dagster's storage into it, fills them with
 bulk SQL shaped like Dagster's own rows (runs + run_tags; our ops totals and history), and times:
 - the scrape on the same environment while empty (baseline, same run);
-- the scrape with the data (what the metrics process does: optima_pipelines.ops.metrics);
+- the scrape with the data (what the metrics process does: optima_pipelines.operations.metrics);
 - the queue figures through Dagster's public API (DagsterInstance.get_runs_count per queue and
   status), the alternative to reading run storage with SQL.
 The database is dropped at the end.
@@ -25,7 +25,7 @@ if __package__ in (None, ""):
 
 from bench import harness
 from bench.harness import Bench, Option
-from optima_pipelines.ops.metrics import TAGS, build_registry
+from optima_pipelines.operations.metrics import TAGS, build_registry
 from optima_pipelines.orchestration.queues import QUEUES
 
 FEEDS = [
@@ -99,7 +99,7 @@ def time_scrapes(database_url: str, schema: str, dagster_schema: str, scrapes: i
 
 def time_queries(database_url: str, schema: str, dagster_schema: str) -> list[tuple[str, list[float]]]:
     """Each query of a scrape on its own, to see where the time goes."""
-    from optima_pipelines.ops.metrics import OptimaCollector
+    from optima_pipelines.operations.metrics import OptimaCollector
 
     collector = OptimaCollector(database_url, schema, dagster_schema)
     conn = collector._connection()

@@ -4,7 +4,7 @@
 
 Generates the cabinet's feeds in a scratch database (dropped at the end), then times what one
 re-aggregation run over the 90-day range does: the three rollups and the merge, set-based SQL in
-PostgreSQL (optima_pipelines.assets.rnp.recompute_tables over the four tables, as the rnp asset
+PostgreSQL (optima_pipelines.mart.recompute.recompute_tables over the four tables, as the rnp asset
 runs it: transactions of at most PARTITIONS_PER_TRANSACTION days, each over the four tables,
 RECOMPUTE_CONNECTIONS of them at once; statistics refreshed first as after any bulk load: the feeds are
 fresh, as after a first import), first into empty tables, then again with nothing changed. Then one
@@ -36,15 +36,15 @@ if __package__ in (None, ""):
 
 from bench import harness
 from bench.harness import Bench, Option
-from optima_pipelines.assets.rnp import (
+from optima_pipelines.db.connection import connect
+from optima_pipelines.db.migrate import upgrade
+from optima_pipelines.mart.recompute import (
     PARTITIONS_PER_TRANSACTION,
     RECOMPUTE_CONNECTIONS,
     TABLES,
     recompute_tables,
     value_columns,
 )
-from optima_pipelines.db.connection import connect
-from optima_pipelines.db.migrate import upgrade
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.timeutil import today_moscow
 
@@ -130,7 +130,7 @@ def recompute_all(
     recompute_tables over the four, as a run of the rnp asset does (its transactions at once)."""
     harness.say(f"    {label}:")
     t = time.perf_counter()
-    done = recompute_tables(warehouse, dict.fromkeys(TABLES, pairs), force=force)
+    done = recompute_tables(warehouse.connect, dict.fromkeys(TABLES, pairs), force=force)
     total = time.perf_counter() - t
     written = 0
     for table, stats in done.items():
@@ -150,7 +150,7 @@ def recompute_all(
 def pandas_rollup(
     conn: psycopg.Connection, first: date, last: date
 ) -> tuple[pd.DataFrame, dict[str, float], dict[str, pd.DataFrame]]:
-    """The same rollups and merge as assets/sql/rnp_*.sql, in pandas: the mart, the time each step
+    """The same rollups and merge as mart/sql/rnp_*.sql, in pandas: the mart, the time each step
     took, and the three rollups (computed on the way, for the cell-by-cell check). Money in integer
     kopecks."""
     timings: dict[str, float] = {}

@@ -47,7 +47,7 @@ from optima_pipelines.jobs.autoreply import autoreply_answer_send_job, autoreply
 from optima_pipelines.jobs.partition_manager import partition_manager_job, partition_manager_weekly
 from optima_pipelines.jobs.pricing_bulk import pricing_bulk_job
 from optima_pipelines.jobs.repricer import repricer_job, repricer_sweep_job
-from optima_pipelines.ops.retention import prune_runs_job, prune_runs_schedule
+from optima_pipelines.operations.retention import prune_runs_job, prune_runs_schedule
 from optima_pipelines.orchestration.dagster_internals import enable_event_batches
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi

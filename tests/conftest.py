@@ -207,7 +207,7 @@ def dagster_storage_script(database_url: str, tmp_path_factory: pytest.TempPathF
     import sqlalchemy as sa
     from dagster import DagsterInstance
 
-    from optima_pipelines.ops.runtime import project_file
+    from optima_pipelines.operations.runtime import project_file
 
     schema = f"dagster_script_{secrets.token_hex(4)}"
     ensure_schemas(database_url, schema)
@@ -242,7 +242,7 @@ def dagster_instance(
     import psycopg2
     from dagster import DagsterInstance
 
-    from optima_pipelines.ops.runtime import project_file
+    from optima_pipelines.operations.runtime import project_file
 
     # Dagster's storage speaks psycopg2: its statements are replayed through it, parameters and all.
     raw = psycopg2.connect(libpq_url(database_url))

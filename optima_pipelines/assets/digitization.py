@@ -10,16 +10,13 @@ too: their metadata adds ``fetch`` (day, range or memo: a backfill fetches WB's 
 ``rows_in_day``.
 """
 
-from dagster import AssetsDefinition, OpExecutionContext
+from dagster import AssetsDefinition
 
 from optima_pipelines.assets.rnp import recompute_in_run
 from optima_pipelines.assets.wb_sync import sync_partition_asset
 from optima_pipelines.jobs.wb_sync import SyncJobSpec, cabinet_sync_job, sweep_job
-from optima_pipelines.orchestration.materializations import partition_range
-from optima_pipelines.orchestration.rnp_plan import FEED_ROLLUP, feed_event
-from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.sync import digitization as dg
-from optima_pipelines.sync.runs import Sync, SyncRun, rows_in_day
+from optima_pipelines.sync.runs import Sync, rows_in_day
 
 QUEUE = dg.QUEUE
 
@@ -73,22 +70,6 @@ BACKFILL_SPEC = SyncJobSpec(
 )
 
 
-def recompute_imported_days(
-    context: OpExecutionContext, warehouse: Warehouse, runs: list[SyncRun], trigger: str, request_id: int | None
-) -> None:
-    """A user's import recomputes the РНП of the days it reports in its own run (the feed events it
-    is about to record, read as the re-aggregation sensor reads them): the seller waits for no
-    sensor tick and no second run. See ``assets.rnp.recompute_in_run``."""
-    events = [
-        feed_event(run.feed, run.cabinet_id, day, run.change(day, trigger, request_id).to_metadata())
-        for run in runs
-        if run.feed in FEED_ROLLUP
-        for day in sorted(run.changed_days | run.report_days)
-        if partition_range(day)
-    ]
-    recompute_in_run(context, warehouse, events)
-
-
 IMPORT_SPEC = SyncJobSpec(
     "digitization_import",
     QUEUE,
@@ -96,7 +77,7 @@ IMPORT_SPEC = SyncJobSpec(
     dg.sync_window,
     "A user's feed import: everything from date_from to today, and the РНП of those days.",
     user_trigger="user_import",
-    after_sync=recompute_imported_days,
+    after_sync=recompute_in_run,
 )
 digitization_increment_job = cabinet_sync_job(INCREMENT_SPEC)
 digitization_backfill_job = cabinet_sync_job(BACKFILL_SPEC)

@@ -18,7 +18,7 @@ from optima_pipelines.partitions import BACKFILL_TAG, CABINET_DAY, CABINET_DIM, 
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi, lazy_client
 from optima_pipelines.settings import load_settings
-from optima_pipelines.sync.runs import Sync, SyncInput, stored_runs
+from optima_pipelines.sync.runs import Sync, SyncInput, feed_changes, stored_runs
 from optima_pipelines.warehouse.cabinet_lock import held
 from optima_pipelines.warehouse.cabinets import get_cabinet
 
@@ -48,7 +48,7 @@ def sync_partition_asset(
     """The asset(s) of one WB feed (``descriptions``: asset key → its business meaning), partitioned
     by cabinet × day (``by_day``) or by cabinet: materializing a partition runs ``load`` (the
     domain's partition entry point, given ``SyncInput.day``) with the interactive WB wait. Each
-    asset gets its run's figures (a `cabinet|day` partition: its ``DayChange``); other days or
+    asset gets its run's figures (a `cabinet|day` partition: its ``FeedChange``); other days or
     feeds the load changed get their materializations too, and so do the days of pages a failing load
     committed. A WB pause beyond the wait fails the run, naming when to try again; ``check`` may refuse a
     partition before anything is asked of WB; ``extra`` adds metadata to a day's result, and the load's
@@ -84,7 +84,7 @@ def sync_partition_asset(
                 runs = load(inp)
         except Exception as exc:
             if day is not None:  # pages committed before the failure: report the days they changed
-                emit_days(context, stored_runs(exc), trigger=trigger)
+                emit_days(context, feed_changes(stored_runs(exc), trigger))
             fail_on_permanent(exc, f"{name} {where}")
             raise
         for run in runs:
@@ -96,9 +96,10 @@ def sync_partition_asset(
                 )
         for run in runs:
             if run.feed not in own:
-                emit_cabinet(context, run, trigger=trigger)
+                if run.changed:
+                    emit_cabinet(context, run.total(trigger))
             elif day is not None:
-                emit_days(context, [run], trigger=trigger, skip=(run.feed, day))
+                emit_days(context, run.changes(trigger), skip=(run.feed, day))
         for run in runs:
             if run.feed not in own:
                 continue

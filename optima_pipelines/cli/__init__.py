@@ -1,6 +1,6 @@
 """`optima-pipelines`: the deployment's command line. Every command has --help.
 
-Commands that need the database open a Deployment (optima_pipelines.ops.runtime), which starts the
+Commands that need the database open a Deployment (optima_pipelines.operations.runtime), which starts the
 embedded PostgreSQL when OPTIMA_DATABASE_URL is unset and applies pending migrations.
 Expected failures (bad URL, unreachable server, unknown cabinet, bad value) print one line
 starting with "error:" and exit 1; they never print a traceback.
@@ -41,9 +41,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from optima_pipelines.cli import cabinets, db, demo, dev, ops, requests, wbsim
+    from optima_pipelines.cli import cabinets, db, demo, dev, operations, requests, wbsim
 
-    for module in (db, cabinets, demo, dev, ops, requests, wbsim):
+    for module in (db, cabinets, demo, dev, operations, requests, wbsim):
         module.register(cli)
 
 

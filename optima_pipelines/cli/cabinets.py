@@ -10,7 +10,7 @@ import click
 from cryptography.fernet import Fernet
 
 from optima_pipelines.errors import InvalidInput
-from optima_pipelines.ops.runtime import open_deployment
+from optima_pipelines.operations.runtime import open_deployment
 from optima_pipelines.settings import load_settings
 from optima_pipelines.warehouse import cabinets as repo
 from optima_pipelines.warehouse.secrets import KEY_FILE, TokenCipher, load_key, split_keys, write_key_file

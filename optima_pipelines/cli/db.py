@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from optima_pipelines.db.migrate import current_revision, head_revision
-from optima_pipelines.ops.runtime import open_deployment
+from optima_pipelines.operations.runtime import open_deployment
 
 
 @click.group(name="db")

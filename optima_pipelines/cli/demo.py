@@ -15,7 +15,7 @@ from datetime import date, timedelta
 import click
 
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.ops.runtime import Deployment, open_deployment
+from optima_pipelines.operations.runtime import Deployment, open_deployment
 from optima_pipelines.orchestration.queues import RE_AGGREGATE, TAG_QUEUE, TAG_TRIGGER, queue_tags
 from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.timeutil import today_moscow

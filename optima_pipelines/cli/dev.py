@@ -1,7 +1,7 @@
 """`optima-pipelines dev` and `optima-pipelines dagster ...`: Dagster processes on the prepared deployment.
 
 ``dev`` runs the same processes as production (``serve code-server``, ``serve daemon``, ``serve
-webserver``, ``metrics``: see optima_pipelines/ops/processes.py), each in its own process group,
+webserver``, ``metrics``: see optima_pipelines/operations/processes.py), each in its own process group,
 on one machine, and stops them all (and the embedded database) on Ctrl-C or SIGTERM.
 """
 
@@ -14,9 +14,9 @@ from contextlib import contextmanager
 
 import click
 
-from optima_pipelines.cli.ops import METRICS_PORT_DEFAULT, auth_banner
-from optima_pipelines.ops import processes
-from optima_pipelines.ops.runtime import open_deployment
+from optima_pipelines.cli.operations import METRICS_PORT_DEFAULT, auth_banner
+from optima_pipelines.operations import processes
+from optima_pipelines.operations.runtime import open_deployment
 from optima_pipelines.settings import run_launcher_choice
 
 

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from optima_pipelines.ops.runtime import open_deployment
+from optima_pipelines.operations.runtime import open_deployment
 from optima_pipelines.sync.digitization import check_date_from
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse import requests as outbox

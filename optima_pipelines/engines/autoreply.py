@@ -43,7 +43,7 @@ from psycopg.types.json import Jsonb
 from optima_pipelines.db.statements import update_where
 from optima_pipelines.engines.audit import begin_action, finish_action, record_action
 from optima_pipelines.orchestration.queues import AUTOREPLY_ANSWER_SEND, AUTOREPLY_SYNC
-from optima_pipelines.sync.runs import SyncInput, SyncRun
+from optima_pipelines.sync.runs import FeedLoad, SyncInput
 from optima_pipelines.warehouse.requests import AUTOREPLY_ANSWER_SEND_KIND
 from optima_pipelines.wb import Feedback, Question, WbClient, WbError
 
@@ -266,7 +266,7 @@ def _queue_answer(conn: psycopg.Connection, cabinet_id: str, item: Item) -> int:
     return int(row[0])
 
 
-def sync_cabinet(inp: SyncInput) -> list[SyncRun]:
+def sync_cabinet(inp: SyncInput) -> list[FeedLoad]:
     """The autoreply sync of one cabinet as the sync pipeline runs it (a ``sync.runs.Sync``): load
     WB's unanswered items, reconcile and match them (``sync``), send what the rules answered
     (``send_queued``). It writes no feed: what it did goes to ``inp.notes`` (the run's log)."""

@@ -23,7 +23,7 @@ from optima_pipelines.jobs.wb_sync import SyncJobSpec, cabinet_sync_job, sweep_j
 from optima_pipelines.logs import get_logger
 from optima_pipelines.orchestration.queues import AUTOBIDDER_BID_ENGINE, AUTOBIDDER_SYNC
 from optima_pipelines.sync import ads
-from optima_pipelines.sync.runs import SyncInput, SyncRun
+from optima_pipelines.sync.runs import FeedLoad, SyncInput
 
 log = get_logger(__name__)
 
@@ -48,7 +48,7 @@ autobidder_sync_job = cabinet_sync_job(
 # -- the bid engine ------------------------------------------------------------------------------
 
 
-def bid_engine(inp: SyncInput) -> list[SyncRun]:
+def bid_engine(inp: SyncInput) -> list[FeedLoad]:
     """One cabinet's bids as the sync pipeline runs them (a ``sync.runs.Sync`` that writes no feed:
     what it did goes to ``inp.notes``, the run's log)."""
     result = autobidder.apply_bids(inp.connect, inp.client(), inp.cabinet_id, run_id=inp.run_id)

@@ -57,6 +57,7 @@ from dagster import (
 from pydantic import Field
 
 from optima_pipelines import logs
+from optima_pipelines.changes import FeedChange
 from optima_pipelines.errors import InvalidInput, OptimaError, UnknownCabinet
 from optima_pipelines.orchestration.materializations import emit_cabinet, emit_days, ensure_cabinet_partitions
 from optima_pipelines.orchestration.queues import (
@@ -81,7 +82,7 @@ from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi, lazy_client
 from optima_pipelines.settings import load_settings
-from optima_pipelines.sync.runs import Sync, SyncInput, SyncRun, record_failure, stored_runs
+from optima_pipelines.sync.runs import FeedLoad, Sync, SyncInput, feed_changes, record_failure, stored_runs
 from optima_pipelines.sync.state import mark_deferred
 from optima_pipelines.warehouse import requests as outbox
 from optima_pipelines.warehouse.cabinet_lock import CabinetLock, LockSession, held
@@ -168,9 +169,9 @@ class SyncJobSpec:
     user_trigger: str | None = None
     cabinet_partitioned: tuple[str, ...] = ()
     resume_feed: str | None = None
-    #: Work a single-cabinet run does with what the sync changed before recording its
-    #: materializations (a user's import recomputes its РНП days: assets/digitization.py).
-    after_sync: Callable[[OpExecutionContext, Warehouse, list[SyncRun], str, int | None], None] | None = None
+    #: Work a single-cabinet run does with what the sync changed (its change records) before
+    #: recording its materializations (a user's import recomputes its РНП days: assets.rnp.recompute_in_run).
+    after_sync: Callable[[OpExecutionContext, Warehouse, list[FeedChange]], None] | None = None
 
     @property
     def user(self) -> bool:
@@ -188,14 +189,14 @@ class SyncJobSpec:
     def sweep_name(self) -> str:
         return f"{self.name}_sweep"
 
-    def emit(self, context: OpExecutionContext, runs: Iterable[SyncRun], trigger: str, request_id: int | None) -> None:
+    def emit(self, context: OpExecutionContext, runs: Iterable[FeedLoad], trigger: str, request_id: int | None) -> None:
         """The materializations of what ``runs`` changed: cabinet snapshots by cabinet, feeds by day."""
         runs = list(runs)
         for run in runs:
-            if run.feed in self.cabinet_partitioned:
-                emit_cabinet(context, run, trigger=trigger, request_id=request_id)
+            if run.feed in self.cabinet_partitioned and run.changed:
+                emit_cabinet(context, run.total(trigger, request_id))
         days = [r for r in runs if r.feed not in self.cabinet_partitioned]
-        emit_days(context, days, trigger=trigger, request_id=request_id)
+        emit_days(context, feed_changes(days, trigger, request_id))
 
 
 @dataclass
@@ -211,14 +212,14 @@ class _Published:
     request_id: int | None
     done: tuple[Any, ...] | None = None
 
-    def after(self, runs: list[SyncRun]) -> None:
+    def after(self, runs: list[FeedLoad]) -> None:
         if self.spec.after_sync is None:
             return
         state = tuple(
             (r.feed, r.merge.inserted, r.merge.updated, r.rows_deleted, frozenset(r.report_days)) for r in runs
         )
         if state != self.done:
-            self.spec.after_sync(self.context, self.warehouse, runs, self.trigger, self.request_id)
+            self.spec.after_sync(self.context, self.warehouse, feed_changes(runs, self.trigger, self.request_id))
             self.done = state
 
 
@@ -269,10 +270,10 @@ def run_cabinet_sync(
         # Pages committed before the failure stay: report the days they changed (the retry, or the
         # next run, resumes after them).
         stored = [r for r in stored_runs(exc) if r.feed not in spec.cabinet_partitioned]
-        emit_days(context, stored, trigger=trigger, request_id=config.request_id)
+        emit_days(context, feed_changes(stored, trigger, config.request_id))
         will_retry = is_transient(exc) and context.retry_number < (spec.retry.max_retries or 0)
         if not will_retry:
-            failed = [SyncRun(spec.queue, f, cabinet_id, context.run_id, trigger) for f in spec.feeds]
+            failed = [FeedLoad(spec.queue, f, cabinet_id, context.run_id, trigger) for f in spec.feeds]
             record_failure(warehouse.connect, failed, exc)
         fail_on_permanent(exc, f"{spec.name} of cabinet {cabinet_id}")
         raise
@@ -334,7 +335,7 @@ class CabinetOutcome:
     cabinet_id: str
     outcome: str
     reason: str | None = None
-    runs: list[SyncRun] = field(default_factory=list)
+    runs: list[FeedLoad] = field(default_factory=list)
     #: What the work told besides its feeds (``SyncInput.notes``: an engine's figures).
     notes: dict[str, Any] = field(default_factory=dict)
     #: A failure that is not the cabinet's own (a bug, the warehouse): the sweep fails at its end.
@@ -384,7 +385,7 @@ def _cabinet_work(
         stored = stored_runs(exc)
         reason = logs.redact(f"{exc.__class__.__name__}: {describe(exc)}")
         retry_feed = spec.resume_feed or spec.state_feed
-        failed = [SyncRun(spec.queue, f, cabinet_id, run_id, "scheduled") for f in spec.feeds]
+        failed = [FeedLoad(spec.queue, f, cabinet_id, run_id, "scheduled") for f in spec.feeds]
         if is_transient(exc) and retry_feed is None:  # no resume state (the auto-replies)
             record_failure(warehouse.connect, failed, exc)
             return CabinetOutcome(cabinet_id, "retrying", f"{reason}; the next window tries again", stored)
@@ -524,7 +525,7 @@ def drive_sweep(
     work: Callable[[str, LockSession], CabinetOutcome],
     *,
     window: str = "",
-    emit: Callable[[list[SyncRun]], None] | None = None,
+    emit: Callable[[list[FeedLoad]], None] | None = None,
 ) -> None:
     """Run a sweep's ``items`` (cabinets, or an engine's (cabinet, slot) keys) through ``work`` with
     the scheduler of ``sweep``, their cabinets' locks in one session of the run, and report: a log line per item naming its cabinet and outcome,
@@ -537,7 +538,7 @@ def drive_sweep(
     # Materializations go out in batches (every EMIT_EVERY seconds, and at the end): the
     # re-aggregation sensor then sees a batch of cabinets in one tick and plans a few runs over
     # rectangles of them, not a run per tick per cabinet that happened to finish.
-    unemitted: list[SyncRun] = []
+    unemitted: list[FeedLoad] = []
     unrecorded: list[CabinetOutcome] = []
     last_emit = time.monotonic()
     locks = LockSession(warehouse.connect)

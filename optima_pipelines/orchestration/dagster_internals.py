@@ -81,7 +81,7 @@ __all__ = [
 # and ConfigurableClass: what a run launcher named in dagster.yaml must be (orchestration/run_launcher.py).
 # Dagster documents custom run launchers but exports only DefaultRunLauncher at the top level.
 
-#: Dagster's run storage tables and the columns /metrics reads with SQL (ops/sql/*.sql): the public
+#: Dagster's run storage tables and the columns /metrics reads with SQL (operations/sql/*.sql): the public
 #: API has no way to group runs by a tag, and one count query per (queue, status) would not scale.
 RUN_STORAGE_COLUMNS: dict[str, tuple[str, ...]] = {
     "runs": ("run_id", "status", "create_timestamp", "update_timestamp", "start_time", "end_time"),
@@ -319,7 +319,7 @@ def serve_with_wrapped_app(wrap: Callable[[Any], Any], serve: Callable[[], None]
 def set_sensor_loop_seconds(seconds: float) -> None:
     """How often the sensor daemon of this process wakes to evaluate the sensors that are due
     (``MIN_INTERVAL_LOOP_TIME``, 5 s in 1.13, read by its loop on every pass; no setting exists).
-    Called by ops/daemon.py before the daemon starts."""
+    Called by operations/daemon.py before the daemon starts."""
     import dagster._daemon.sensor as sensor_daemon
 
     sensor_daemon.MIN_INTERVAL_LOOP_TIME = seconds  # type: ignore[assignment]
@@ -375,7 +375,7 @@ def fork_run_workers_from_preloaded_server(preload: list[str]) -> None:
 
     The forkserver measured against the warm run workers (bench/orchestration.py --launchers
     default,forkserver,celery; OPTIMA_CODE_SERVER_FORKSERVER=1, ``serve code-server`` then runs
-    :mod:`optima_pipelines.ops.forkserver_code_server`)."""
+    :mod:`optima_pipelines.operations.forkserver_code_server`)."""
     import multiprocessing
 
     from dagster._grpc.server import DagsterApiServer

@@ -2,9 +2,9 @@
 
 Every run that syncs (the jobs of jobs/wb_sync.py, a sweep's cabinets, the partition assets of
 assets/wb_sync.py) records what it changed here, with the metadata other domains read
-(docs/ARCHITECTURE.md): a `cabinet|day` partition gets its ``sync.changes.DayChange`` (rows_fetched /
-rows_inserted / rows_updated, trigger, request_id, affected_days...), a cabinet snapshot its run's
-total. sensors/rnp.py reads them back for the re-aggregation (orchestration/rnp_plan.py).
+(docs/ARCHITECTURE.md): a `cabinet|day` partition gets its ``changes.FeedChange`` (rows_fetched /
+rows_inserted / rows_updated, trigger, request_id, affected_days...), a cabinet snapshot its load's
+total. sensors/rnp.py reads them back for the re-aggregation planner (mart/plan.py).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 
 from dagster import AssetExecutionContext, AssetMaterialization, MetadataValue, OpExecutionContext
 
+from optima_pipelines.changes import FeedChange
 from optima_pipelines.logs import get_logger
 from optima_pipelines.orchestration.dagster_internals import log_materializations
 from optima_pipelines.partitions import CABINETS_NAME, cabinet_day_key
 from optima_pipelines.settings import load_settings
-from optima_pipelines.sync.runs import SyncRun
 from optima_pipelines.timeutil import today_moscow
 
 log = get_logger(__name__)
@@ -31,61 +31,53 @@ def partition_range(day: date) -> bool:
 
 
 def dagster_metadata(values: dict[str, Any]) -> dict[str, Any]:
-    """Plain JSON metadata (``DayChange.to_metadata()`` and run figures) as Dagster records it."""
+    """Plain JSON metadata (``FeedChange.to_metadata()`` and run figures) as Dagster records it."""
     return {k: (MetadataValue.json(v) if isinstance(v, list) else v) for k, v in values.items()}
+
+
+def materialization(change: FeedChange) -> AssetMaterialization:
+    """The materialization of a change record: the feed's `cabinet|day` partition (a cabinet
+    snapshot's: the cabinet's) with the record's metadata, as the re-aggregation sensor reads it."""
+    partition = change.cabinet_id if change.day is None else cabinet_day_key(change.cabinet_id, change.day)
+    return AssetMaterialization(
+        asset_key=change.feed, partition=partition, metadata=dagster_metadata(change.to_metadata())
+    )
 
 
 def emit_days(
     context: OpExecutionContext | AssetExecutionContext,
-    runs: Iterable[SyncRun],
+    changes: Iterable[FeedChange],
     *,
-    trigger: str,
-    request_id: int | None = None,
     skip: tuple[str, date] | None = None,
 ) -> list[str]:
-    """One materialization per (feed, changed day) of a cabinet × day feed, stored as one batch;
-    returns the partition keys.
+    """One materialization per change record of a cabinet × day feed (``sync.runs.feed_changes``),
+    stored as one batch; returns the partition keys.
 
     Days outside the partitions (before OPTIMA_PARTITIONS_START) are logged, not materialized."""
     keys = []
     events = []
-    for run in runs:
-        for day in sorted(run.changed_days | run.report_days):
-            if skip == (run.feed, day):
-                continue
-            if not partition_range(day):
-                log.info(
-                    "%s of %s changed on %s, outside the partitions: no materialization", run.feed, run.cabinet_id, day
-                )
-                continue
-            key = cabinet_day_key(run.cabinet_id, day)
-            events.append(
-                AssetMaterialization(
-                    asset_key=run.feed,
-                    partition=key,
-                    metadata=dagster_metadata(run.change(day, trigger, request_id).to_metadata()),
-                )
+    for change in changes:
+        assert change.day is not None, "a cabinet snapshot's record is emit_cabinet's"
+        if skip == (change.feed, change.day):
+            continue
+        if not partition_range(change.day):
+            log.info(
+                "%s of %s changed on %s, outside the partitions: no materialization",
+                change.feed,
+                change.cabinet_id,
+                change.day,
             )
-            keys.append(str(key))
+            continue
+        event = materialization(change)
+        events.append(event)
+        keys.append(str(event.partition))
     log_materializations(context, events)
     return keys
 
 
-def emit_cabinet(
-    context: OpExecutionContext | AssetExecutionContext,
-    run: SyncRun,
-    *,
-    trigger: str,
-    request_id: int | None = None,
-) -> None:
+def emit_cabinet(context: OpExecutionContext | AssetExecutionContext, change: FeedChange) -> None:
     """A cabinet-partitioned snapshot (cards, prices, campaigns) changed: one materialization."""
-    if not run.changed:
-        return
-    context.log_event(
-        AssetMaterialization(
-            asset_key=run.feed, partition=run.cabinet_id, metadata=run.total(trigger, request_id).to_metadata()
-        )
-    )
+    context.log_event(materialization(change))
 
 
 def ensure_cabinet_partitions(context: OpExecutionContext | AssetExecutionContext, cabinet_ids: list[str]) -> None:

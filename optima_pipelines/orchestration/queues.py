@@ -68,7 +68,7 @@ EXAMPLE_JOBS = "example-jobs"
 class Queue:
     name: str
     #: The domain name its code carries: the queue's work is in ``<folder>/<domain>.py`` (assets,
-    #: jobs, sensors, sync, engines, ops), e.g. rnp-sections-sync -> funnel -> sync/funnel.py.
+    #: jobs, sensors, sync, engines, operations), e.g. rnp-sections-sync -> funnel -> sync/funnel.py.
     domain: str
     #: One of the six sync queues that share SYNC_QUEUE_CONCURRENCY.
     sync: bool = False

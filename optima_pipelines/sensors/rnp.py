@@ -4,9 +4,9 @@ The sensor reads new materializations of the WB feed assets from the event log, 
 per feed (DESIGN.md §4.10: ``@asset_sensor`` only sees the latest event), and requests the
 affected (cabinet, day) partitions of the matching rollup and of the merge ``rnp_daily``. Which
 days, and how they are batched into runs, is decided by the Dagster-free planner
-(optima_pipelines/orchestration/rnp_plan.py); this module reads the event log and the warehouse and turns the
+(optima_pipelines/mart/plan.py); this module reads the event log and the warehouse and turns the
 plans into RunRequests. A recompute skips the requested pairs whose feeds did not change since
-their last recompute (their watermark, assets/rnp.py), so asking twice costs nothing.
+their last recompute (their watermark, mart/recompute.py), so asking twice costs nothing.
 
 A failed read skips the tick without moving the cursor, so nothing is lost; and nothing the sensor
 does can fail an import (imports only log events). The nightly rnp-merge-sync (orchestration/cadences.py calls
@@ -44,7 +44,20 @@ from dagster import (
 from sqlalchemy.exc import SQLAlchemyError
 
 from optima_pipelines.assets.rnp import TAG_RECOMPUTE, TAG_SOURCE_EVENT_AT, rnp_recompute_job
+from optima_pipelines.changes import FeedChange
 from optima_pipelines.errors import InvalidInput, OptimaError
+from optima_pipelines.mart.plan import (
+    FEED_ROLLUP,
+    MAX_EVENTS_PER_FEED,
+    MERGE_WINDOW_DAYS,
+    Recompute,
+    demands_from_changes,
+    parse_cursor,
+    plan_merge_sync,
+    plan_recomputes,
+    tick_id,
+    widen,
+)
 from optima_pipelines.orchestration.cadences import cadence, schedule_status, sensor_status
 from optima_pipelines.orchestration.queues import (
     PRIORITY_REAGGREGATE,
@@ -52,23 +65,6 @@ from optima_pipelines.orchestration.queues import (
     RNP_MERGE_SYNC,
     TAG_TRIGGER,
     queue_tags,
-)
-from optima_pipelines.orchestration.rnp_plan import (
-    FEED_ROLLUP,
-    HEAL_DAYS,
-    MART,
-    MAX_EVENTS_PER_FEED,
-    MERGE_WINDOW_DAYS,
-    Demands,
-    FeedEvent,
-    Recompute,
-    demands_from_events,
-    feed_event,
-    merge_sync_demands,
-    parse_cursor,
-    plan_recomputes,
-    tick_id,
-    widen,
 )
 from optima_pipelines.partitions import (
     CABINETS,
@@ -82,19 +78,18 @@ from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.settings import load_settings
 from optima_pipelines.timeutil import MOSCOW, today_moscow
 from optima_pipelines.warehouse.cabinets import list_cabinets
-from optima_pipelines.warehouse.table_partitions import covered_days, list_partitions
 
 # --- events ----------------------------------------------------------------------------------
 
 
-def parse_feed_event(feed: str, partition: str | None, metadata: Mapping[str, Any]) -> FeedEvent:
-    """A FeedEvent from a materialization; raises InvalidInput naming what is wrong."""
+def parse_feed_event(feed: str, partition: str | None, metadata: Mapping[str, Any]) -> FeedChange:
+    """The change record of a feed's materialization; raises InvalidInput naming what is wrong."""
     if feed not in FEED_ROLLUP:
         raise InvalidInput(f"{feed!r} is not a feed of the РНП (expected one of {', '.join(FEED_ROLLUP)})")
     if not partition:
         raise InvalidInput(f"{feed} materialization has no partition: expected 'CABINET|YYYY-MM-DD'")
     cabinet_id, day = parse_cabinet_day_key(partition)
-    return feed_event(feed, cabinet_id, day, metadata)
+    return FeedChange.from_metadata(feed, cabinet_id, day, metadata)
 
 
 def run_request(recompute: Recompute, tags: Mapping[str, str], run_key: str) -> RunRequest:
@@ -114,7 +109,7 @@ def run_request(recompute: Recompute, tags: Mapping[str, str], run_key: str) -> 
 
 @dataclass
 class FeedRead:
-    events: list[FeedEvent] = field(default_factory=list)
+    changes: list[FeedChange] = field(default_factory=list)
     cursor: dict[str, int] = field(default_factory=dict)
     #: Events that cannot be used, with why. Skipped (and logged), never retried forever.
     rejected: list[str] = field(default_factory=list)
@@ -140,14 +135,14 @@ def read_feed_events(instance: DagsterInstance, cursor: Mapping[str, int]) -> Fe
             if mat is None:
                 continue
             try:
-                out.events.append(parse_feed_event(feed, mat.partition, mat.metadata))
+                out.changes.append(parse_feed_event(feed, mat.partition, mat.metadata))
             except InvalidInput as exc:
                 out.rejected.append(f"{feed} event {record.storage_id} (partition {mat.partition!r}): {exc}")
     return out
 
 
 #: The sensor's runs not yet ended: while one is, new events wait (the cursor stays) and the tick
-#: after it ends plans one run (or a few: rnp_plan's size limits) over everything that came
+#: after it ends plans one run (or a few: mart.plan's size limits) over everything that came
 #: meanwhile. Sweeps report their cabinets every few seconds; planned as they come, a window of 1,000
 #: cabinets was three recompute runs a minute (bench/scale.py, issue 17). A user's import does not
 #: wait for this: it recomputes its own days in its run (assets/digitization.py).
@@ -168,7 +163,7 @@ _sizes: dict[tuple[str, str, date], tuple[float, dict[str, int]]] = {}
 
 def cabinet_sizes(warehouse: Warehouse, cabinets: Sequence[str], day: date) -> dict[str, int]:
     """Each cabinet's rnp_daily rows on ``day`` (yesterday): the products a recompute of one of its
-    days writes, which sizes the runs (rnp_plan: a cabinet without rows counts as DEFAULT_PRODUCTS).
+    days writes, which sizes the runs (mart.plan: a cabinet without rows counts as DEFAULT_PRODUCTS).
     One primary-key range count per cabinet; kept SIZES_TTL_SECONDS by the sensor's process."""
     key = (warehouse.database_url, warehouse.schema_name, day)
     now = time.monotonic()
@@ -225,7 +220,7 @@ def rnp_reaggregate_sensor(context: SensorEvaluationContext, warehouse: Warehous
         return SkipReason("no new feed materializations")
 
     first_day = date.fromisoformat(load_settings().partitions_start)
-    wanted = demands_from_events(read.events, first_day, today_moscow())
+    wanted = demands_from_changes(read.changes, first_day, today_moscow())
     if wanted.out_of_range:
         context.log.warning(
             f"{len(wanted.out_of_range)} (cabinet, day) pairs are outside the partitions "
@@ -259,66 +254,6 @@ def rnp_reaggregate_sensor(context: SensorEvaluationContext, warehouse: Warehous
 
 
 # --- rnp-merge-sync (the nightly merge) --------------------------------------------------------
-
-
-def days_to_heal(conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date) -> list[tuple[str, date]]:
-    """(cabinet, day) pairs in [first, last] with orders but no rnp_daily rows, index probes only."""
-    rows = conn.execute(
-        """
-        SELECT c.cabinet_id, d.day::date
-        FROM unnest(%(cabinets)s::text[]) AS c (cabinet_id)
-        CROSS JOIN generate_series(%(first)s::date, %(last)s::date, interval '1 day') AS d (day)
-        WHERE EXISTS (SELECT 1 FROM wb_orders o WHERE o.cabinet_id = c.cabinet_id AND o.day = d.day::date)
-          AND NOT EXISTS (SELECT 1 FROM rnp_daily r WHERE r.cabinet_id = c.cabinet_id AND r.day = d.day::date)
-        ORDER BY 1, 2
-        """,
-        {"cabinets": list(cabinets), "first": first, "last": last},
-    ).fetchall()
-    return [(c, d) for c, d in rows]
-
-
-def source_order_days(
-    conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date
-) -> list[tuple[str, date]]:
-    """(cabinet, day) of the source orders of the report lines of [first, last] (their own day) that
-    belong to another day: where those lines are placed (their attributed_day, migration 0015)."""
-    rows = conn.execute(
-        """
-        SELECT DISTINCT l.cabinet_id, l.attributed_day
-        FROM wb_report_lines l
-        WHERE l.cabinet_id = ANY(%(cabinets)s) AND l.day BETWEEN %(first)s AND %(last)s AND l.attributed_day <> l.day
-        ORDER BY 1, 2
-        """,
-        {"cabinets": list(cabinets), "first": first, "last": last},
-    ).fetchall()
-    return [(c, d) for c, d in rows]
-
-
-@dataclass
-class MergeSyncPlan:
-    demands: Demands
-    healed: list[tuple[str, date]]
-
-
-def plan_merge_sync(conn: psycopg.Connection, cabinets: Sequence[str], today: date, first_day: date) -> MergeSyncPlan:
-    """Every rollup and the merge for the last MERGE_WINDOW_DAYS days of each cabinet, plus the
-    days of the last HEAL_DAYS with orders and no rnp_daily rows, plus the finance rollup of the
-    days where report lines of the window belong (their source orders' days): a line whose order
-    arrived after it leaves its own day and reaches its order's even if the sensor missed the
-    order's event. Days without a table partition are left out: their rows are dropped by design,
-    and would be "healed" every night."""
-    heal_from = max(first_day, today - timedelta(HEAL_DAYS - 1))
-    candidates = days_to_heal(conn, cabinets, heal_from, today) if cabinets else []
-    window_start = today - timedelta(MERGE_WINDOW_DAYS - 1)
-    placed = source_order_days(conn, cabinets, window_start, today) if cabinets else []
-    partitions = list_partitions(conn, MART)
-
-    def covered(pairs: list[tuple[str, date]]) -> list[tuple[str, date]]:
-        ok = covered_days(partitions, [d for _, d in pairs])
-        return [p for p, keep in zip(pairs, ok, strict=True) if keep and p[1] >= first_day]
-
-    healed = covered(candidates)
-    return MergeSyncPlan(merge_sync_demands(cabinets, today, first_day, healed, covered(placed)), healed)
 
 
 def merge_sync_requests(context: ScheduleEvaluationContext, warehouse: Warehouse) -> list[RunRequest] | SkipReason:

@@ -23,7 +23,7 @@ import psycopg
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import AUTOBIDDER_SYNC, RNP_ADS_SYNC
-from optima_pipelines.sync.runs import SyncInput, SyncRun, finish, page_connection, paged_load
+from optima_pipelines.sync.runs import FeedLoad, SyncInput, finish, page_connection, paged_load
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import AdStat, Campaign
@@ -101,13 +101,13 @@ def stat_chunks(campaigns: Sequence[Campaign]) -> list[list[int]]:
     return [ids[i : i + CHUNK] for i in range(0, len(ids), CHUNK)]
 
 
-def load_campaigns(inp: SyncInput, queue: str = QUEUE) -> tuple[SyncRun, list[Campaign]]:
+def load_campaigns(inp: SyncInput, queue: str = QUEUE) -> tuple[FeedLoad, list[Campaign]]:
     """Refresh the cabinet's campaigns and their products (with bids), in one transaction.
 
     A product no longer in a listed campaign is removed from it; campaigns WB stops listing are
     kept (their statistics stay meaningful)."""
     cabinet_id = inp.cabinet_id
-    run = SyncRun(queue, CAMPAIGNS_FEED, cabinet_id, inp.run_id, inp.trigger)
+    run = FeedLoad(queue, CAMPAIGNS_FEED, cabinet_id, inp.run_id, inp.trigger)
     campaigns = inp.client().list_campaigns()
     run.requests += 1
     products = [row for c in campaigns for row in product_rows(cabinet_id, c)]
@@ -154,13 +154,13 @@ def load_stats(
     queue: str = QUEUE,
     state_feed: str | None = None,
     only_day: date | None = None,
-) -> SyncRun:
+) -> FeedLoad:
     """fullstats for each chunk over [begin, end], each answer merged with the chunks still to go.
 
     ``only_day`` keeps the rows of that day only (a partition run). With ``state_feed`` the pending
     chunks are saved after every answer, so a deferred cycle resumes where it stopped."""
     cabinet_id, run_id, client = inp.cabinet_id, inp.run_id, inp.client()
-    run = SyncRun(queue, STATS_FEED, cabinet_id, run_id, inp.trigger)
+    run = FeedLoad(queue, STATS_FEED, cabinet_id, run_id, inp.trigger)
     window = {"begin": begin.isoformat(), "end": end.isoformat()}
     with page_connection(inp.connect) as conn:
         advertised = _advertised(conn, cabinet_id)
@@ -188,14 +188,14 @@ def load_stats(
     return run
 
 
-def _record(inp: SyncInput, run: SyncRun) -> None:
+def _record(inp: SyncInput, run: FeedLoad) -> None:
     with inp.connect() as conn, conn.transaction():
         run.record(conn)
 
 
 def sync_ads(
     inp: SyncInput, *, queue: str = QUEUE, state_feed: str | None = STATE_FEED, today: date | None = None
-) -> list[SyncRun]:
+) -> list[FeedLoad]:
     """A cycle: campaigns, then the statistics of the window (``inp.window_days`` back, today
     included; default WINDOW_DAYS; fullstats serves up to 31 days a request).
 
@@ -217,14 +217,14 @@ def sync_ads(
     return [campaigns_run, stats_run]
 
 
-def sync_campaigns(inp: SyncInput) -> list[SyncRun]:
+def sync_campaigns(inp: SyncInput) -> list[FeedLoad]:
     """The `ad_campaigns` partition (a cabinet): the campaigns and their products, figures recorded."""
     run, _ = load_campaigns(inp)
     _record(inp, run)
     return [run]
 
 
-def sync_stats_day(inp: SyncInput) -> list[SyncRun]:
+def sync_stats_day(inp: SyncInput) -> list[FeedLoad]:
     """The `ad_campaign_stats` partition ``inp.day``: the campaigns, then that day's statistics of
     every campaign.
 
@@ -237,13 +237,13 @@ def sync_stats_day(inp: SyncInput) -> list[SyncRun]:
     return [campaigns_run, stats_run]
 
 
-def sync(inp: SyncInput) -> list[SyncRun]:
+def sync(inp: SyncInput) -> list[FeedLoad]:
     """The 5-minute sync: ``sync_ads`` over ``window_days`` (else WINDOW_DAYS), resuming a cycle a
     deferral left unfinished."""
     return sync_ads(inp)
 
 
-def sync_on_demand(inp: SyncInput) -> list[SyncRun]:
+def sync_on_demand(inp: SyncInput) -> list[FeedLoad]:
     """An `autobidder-sync` request: a whole cycle of ``sync_ads`` (never the rest of a scheduled
     one), in the autobidder's queue."""
     return sync_ads(inp, queue=AUTOBIDDER_SYNC, state_feed=None)

@@ -25,7 +25,7 @@ from psycopg import sql
 
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import CATALOG_SYNC
-from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection, sql_file
+from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection, sql_file
 from optima_pipelines.wb import Card, Price, WbClient, WbDeferred
 
 QUEUE = CATALOG_SYNC
@@ -86,7 +86,7 @@ def price_row(cabinet_id: str, p: Price) -> tuple[Any, ...]:
 
 def _load_listing(
     connect: Connect,
-    runs: list[SyncRun],
+    runs: list[FeedLoad],
     pages: Iterable[Sequence[T]],
     to_rows: Callable[[Sequence[T]], list[tuple[Any, ...]]],
     columns: Sequence[str],
@@ -125,8 +125,8 @@ def _load_listing(
         finish(conn, runs, state_feed=state_feed)
 
 
-def sync_cards(connect: Connect, client: WbClient, cabinet_id: str, *, run_id: str | None, trigger: str) -> SyncRun:
-    run = SyncRun(QUEUE, "products", cabinet_id, run_id, trigger)
+def sync_cards(connect: Connect, client: WbClient, cabinet_id: str, *, run_id: str | None, trigger: str) -> FeedLoad:
+    run = FeedLoad(QUEUE, "products", cabinet_id, run_id, trigger)
     _load_listing(
         connect,
         [run],
@@ -140,10 +140,10 @@ def sync_cards(connect: Connect, client: WbClient, cabinet_id: str, *, run_id: s
 
 def sync_prices(
     connect: Connect, client: WbClient, cabinet_id: str, *, run_id: str | None, trigger: str
-) -> tuple[SyncRun, SyncRun]:
+) -> tuple[FeedLoad, FeedLoad]:
     """Prices and the history rows they add; returns (prices, price_history) runs."""
-    prices = SyncRun(QUEUE, "prices", cabinet_id, run_id, trigger)
-    history = SyncRun(QUEUE, "price_history", cabinet_id, run_id, trigger)
+    prices = FeedLoad(QUEUE, "prices", cabinet_id, run_id, trigger)
+    history = FeedLoad(QUEUE, "price_history", cabinet_id, run_id, trigger)
 
     def add_history(conn: psycopg.Connection, rows: list[tuple[Any, ...]]) -> None:
         added = conn.execute(
@@ -165,16 +165,16 @@ def sync_prices(
     return prices, history
 
 
-def cards(inp: SyncInput) -> list[SyncRun]:
+def cards(inp: SyncInput) -> list[FeedLoad]:
     """The cabinet's cards (the nightly sync, the `products` partition)."""
     return [sync_cards(inp.connect, inp.client(), inp.cabinet_id, run_id=inp.run_id, trigger=inp.trigger)]
 
 
-def prices(inp: SyncInput) -> list[SyncRun]:
+def prices(inp: SyncInput) -> list[FeedLoad]:
     """The cabinet's prices and the history rows they add (every 30 min, the `prices` partition)."""
     return list(sync_prices(inp.connect, inp.client(), inp.cabinet_id, run_id=inp.run_id, trigger=inp.trigger))
 
 
-def full(inp: SyncInput) -> list[SyncRun]:
+def full(inp: SyncInput) -> list[FeedLoad]:
     """A full cabinet sync (on demand): cards, then prices."""
     return [*cards(inp), *prices(inp)]

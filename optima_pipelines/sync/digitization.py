@@ -27,7 +27,7 @@ from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import merge_rows
 from optima_pipelines.logs import get_logger
 from optima_pipelines.orchestration.queues import DIGITIZATION_SYNC
-from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, note_stored, page_connection, sql_file
+from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, note_stored, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
 from optima_pipelines.timeutil import MOSCOW, now_moscow
 from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
@@ -122,8 +122,8 @@ def load_feed(
     cursor_feed: str | None = None,
     only_day: date | None = None,
     seen: frozenset[str] = frozenset(),
-    after_page: Callable[[SyncRun], None] | None = None,
-) -> SyncRun:
+    after_page: Callable[[FeedLoad], None] | None = None,
+) -> FeedLoad:
     """Fetch every page of ``feed`` for the cabinet of ``inp`` and merge it, one transaction per page
     (with the cursor, if ``cursor_feed``: the newest lastChangeDate and the keys of the rows at it,
     so that a load going on from there knows WB's repeat of them is nothing new; ``seen`` are those
@@ -131,13 +131,13 @@ def load_feed(
 
     A WB rate-limit pause longer than the client's limit raises WbDeferred before a request is
     sent: the pages merged so far stay committed, the resume time is recorded in sync_state, and
-    the returned SyncRun says until when the load was deferred. ``inp.should_yield`` is asked between
+    the returned FeedLoad says until when the load was deferred. ``inp.should_yield`` is asked between
     pages: a scheduled load stops there (and resumes later) when a user's run waits for the cabinet.
     ``after_page`` is called with the run after each page with rows is committed.
     The load's figures are recorded for /metrics (ops_feed_syncs) when it ends, however it ends.
     """
     cabinet_id, run_id, client = inp.cabinet_id, inp.run_id, inp.client()
-    run = SyncRun(QUEUE, feed.asset, cabinet_id, run_id, inp.trigger)
+    run = FeedLoad(QUEUE, feed.asset, cabinet_id, run_id, inp.trigger)
     state_feed = cursor_feed or feed.name
     cursor: datetime | None = None
     at_cursor: set[str] = set()
@@ -197,7 +197,9 @@ def load_feed(
     return run
 
 
-def _note_moved_lines(conn: psycopg.Connection, run: SyncRun, cabinet_id: str, rows: Sequence[tuple[Any, ...]]) -> None:
+def _note_moved_lines(
+    conn: psycopg.Connection, run: FeedLoad, cabinet_id: str, rows: Sequence[tuple[Any, ...]]
+) -> None:
     """Before an orders page is merged: which report lines it moves to its orders' days, from where."""
     if not rows:
         return
@@ -236,13 +238,13 @@ def window_start(day: date) -> datetime:
     return datetime.combine(day, time.min, tzinfo=MOSCOW)
 
 
-def sync_increment(inp: SyncInput) -> list[SyncRun]:
+def sync_increment(inp: SyncInput) -> list[FeedLoad]:
     """The increment (every 30 min): each feed from its stored cursor minus the overlap. A load
     stops at a page boundary when ``inp.should_yield()`` (a user's run waits for the cabinet)."""
     return _sync_feeds(inp, lambda feed: (*increment_start(inp.connect, feed, inp.cabinet_id), feed.name))
 
 
-def sync_window(inp: SyncInput) -> list[SyncRun]:
+def sync_window(inp: SyncInput) -> list[FeedLoad]:
     """A window of WB's change feed: from ``inp.date_from`` (a user's import, which reports every
     day of its period as changed), else the last ``inp.window_days`` (the nightly backfill: 90)."""
     today = now_moscow().date()
@@ -255,13 +257,13 @@ def _sync_feeds(
     inp: SyncInput,
     start: Callable[[Feed], tuple[datetime, frozenset[str], str | None]],
     report_days: set[date] | None = None,
-) -> list[SyncRun]:
+) -> list[FeedLoad]:
     """Orders, then sales, each from ``start(feed)`` (its dateFrom, the keys read there, the cursor feed
     to keep). Each run also reports ``report_days`` as changed. After each page of sales, the last
     feed, ``inp.on_progress`` gets both runs: the orders are whole then, and the sales so far."""
-    runs: list[SyncRun] = []
+    runs: list[FeedLoad] = []
 
-    def progress(run: SyncRun) -> None:
+    def progress(run: FeedLoad) -> None:
         for r in (*runs, run):
             r.report_days.update(report_days or ())
         inp.on_progress([*runs, run])
@@ -314,7 +316,7 @@ def plan_partition_fetch(day: date, *, backfill_id: str | None, memo: dict[str, 
     return PartitionFetch("range", day)
 
 
-def load_partition(inp: SyncInput, feed: Feed) -> SyncRun:
+def load_partition(inp: SyncInput, feed: Feed) -> FeedLoad:
     """The `cabinet|day` partition ``inp.day`` of ``feed``: that day exactly, or inside a backfill
     (``inp.backfill_id``) WB's change feed from it once for every later day of the backfill (see
     ``plan_partition_fetch``). ``inp.notes["fetch"]`` says which (day, range or memo)."""
@@ -326,7 +328,7 @@ def load_partition(inp: SyncInput, feed: Feed) -> SyncRun:
     plan = plan_partition_fetch(day, backfill_id=inp.backfill_id, memo=memo)
     inp.notes["fetch"] = plan.mode
     if plan.mode == "memo":
-        return SyncRun(QUEUE, feed.asset, inp.cabinet_id, inp.run_id, inp.trigger)
+        return FeedLoad(QUEUE, feed.asset, inp.cabinet_id, inp.run_id, inp.trigger)
     date_from, flag, only_day = (day, 1, day) if plan.mode == "day" else (window_start(day), 0, None)
     run = load_feed(inp, feed, date_from, flag=flag, only_day=only_day)
     if plan.mode == "range" and run.deferred_until is None:
@@ -336,11 +338,11 @@ def load_partition(inp: SyncInput, feed: Feed) -> SyncRun:
     return run
 
 
-def sync_orders_day(inp: SyncInput) -> list[SyncRun]:
+def sync_orders_day(inp: SyncInput) -> list[FeedLoad]:
     """The `wb_orders` partition ``inp.day`` (see ``load_partition``)."""
     return [load_partition(inp, ORDERS)]
 
 
-def sync_sales_day(inp: SyncInput) -> list[SyncRun]:
+def sync_sales_day(inp: SyncInput) -> list[FeedLoad]:
     """The `wb_sales` partition ``inp.day`` (see ``load_partition``)."""
     return [load_partition(inp, SALES)]

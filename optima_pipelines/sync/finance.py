@@ -35,7 +35,7 @@ from optima_pipelines.load import MergeResult, merge_rows
 from optima_pipelines.orchestration.queues import DIGITIZATION_SYNC, RNP_FINANCE_SYNC
 from optima_pipelines.sync.catalog import sync_cards
 from optima_pipelines.sync.report_file import IMPORT_COLUMNS, ParsedReport, header, parse_report_file
-from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection, paged_load, sql_file
+from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection, paged_load, sql_file
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import ReportLine, WbClient
@@ -73,7 +73,7 @@ def _changed_lines(conn: psycopg.Connection, cabinet_id: str, rrd_ids: Sequence[
     return [(line_day, source_day) for line_day, source_day in rows.fetchall()]
 
 
-def _note_affected(run: SyncRun, pairs: Iterable[tuple[date, date]]) -> None:
+def _note_affected(run: FeedLoad, pairs: Iterable[tuple[date, date]]) -> None:
     for line_day, source_day in pairs:
         run.affected.setdefault(line_day, set()).add(source_day)
 
@@ -89,7 +89,7 @@ def load_report(
     trigger: str,
     state_feed: str | None = None,
     limit: int = 100_000,
-) -> SyncRun:
+) -> FeedLoad:
     """Load the report lines of ``[date_from, date_to]`` (by their own day), page by page (``limit``
     lines a page: WB's maximum by default).
 
@@ -97,7 +97,7 @@ def load_report(
     that was deferred resumes after its last stored page. WB's pause (WbDeferred) ends the load
     with what was stored and the resume time in sync_state.
     """
-    run = SyncRun(QUEUE, FEED, cabinet_id, run_id, trigger)
+    run = FeedLoad(QUEUE, FEED, cabinet_id, run_id, trigger)
     window = {"date_from": date_from.isoformat(), "date_to": date_to.isoformat()}
     after = 0
     with page_connection(connect) as conn:
@@ -131,7 +131,7 @@ def _with_api_counts(name: str) -> sql.Composed:
     return sql.SQL(sql_file(name)).format(api=sql.SQL(sql_file("finance_api_line_counts")))
 
 
-def _store_api_page(conn: psycopg.Connection, run: SyncRun, page: list[ReportLine]) -> None:
+def _store_api_page(conn: psycopg.Connection, run: FeedLoad, page: list[ReportLine]) -> None:
     """Merge one page of API lines; drop the uploaded twins they replace; note the affected days."""
     rows = [(run.cabinet_id, *line.copy_row()) for line in page]
     rrd_ids = [line.rrd_id for line in page]
@@ -195,10 +195,10 @@ def import_report(
     *,
     request_id: int | None,
     run_id: str | None,
-) -> tuple[SyncRun, int]:
-    """Write a parsed upload in one transaction; returns its SyncRun and how many of its lines the
+) -> tuple[FeedLoad, int]:
+    """Write a parsed upload in one transaction; returns its FeedLoad and how many of its lines the
     API had already delivered (left out). Uploading the same report again changes nothing."""
-    run = SyncRun(IMPORT_QUEUE, FEED, cabinet_id, run_id, "user_import")
+    run = FeedLoad(IMPORT_QUEUE, FEED, cabinet_id, run_id, "user_import")
     run.fetched(row[1] for row in report.rows)
     ident = sql.Identifier
     data_columns = [c for c in IMPORT_COLUMNS if c != "cabinet_id"]
@@ -240,14 +240,14 @@ def import_report(
     return run, known
 
 
-def sync_day(inp: SyncInput) -> list[SyncRun]:
+def sync_day(inp: SyncInput) -> list[FeedLoad]:
     """The `wb_report_lines` partition ``inp.day``: the lines whose own day it is."""
     assert inp.day is not None
     day = inp.day
     return [load_report(inp.connect, inp.client(), inp.cabinet_id, day, day, run_id=inp.run_id, trigger=inp.trigger)]
 
 
-def import_upload(inp: SyncInput) -> list[SyncRun]:
+def import_upload(inp: SyncInput) -> list[FeedLoad]:
     """A user's uploaded report (``options``: path, format): parsed, checked to be the cabinet's, written."""
     path = Path(inp.options["path"])
     report = parse_report_file(path, inp.options.get("format"))
@@ -268,7 +268,7 @@ def import_upload(inp: SyncInput) -> list[SyncRun]:
     return [run]
 
 
-def sync_nightly(inp: SyncInput) -> list[SyncRun]:
+def sync_nightly(inp: SyncInput) -> list[FeedLoad]:
     """The nightly sync: the report of the last WINDOW_DAYS days, resuming a deferred load."""
     date_from, date_to = report_window()
     return [

@@ -20,7 +20,7 @@ import psycopg
 
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import RNP_SECTIONS_SYNC
-from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection, paged_load
+from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection, paged_load
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import FunnelDay, FunnelProduct, WbClient
@@ -69,11 +69,11 @@ def sync_funnel(
     run_id: str | None,
     trigger: str,
     state_feed: str | None = None,
-) -> SyncRun:
+) -> FeedLoad:
     """Load ``days`` one by one (a day deferred by WB and the days after it are resumed later).
 
     With ``state_feed``, days left by an earlier deferred run are loaded first."""
-    run = SyncRun(QUEUE, FEED, cabinet_id, run_id, trigger)
+    run = FeedLoad(QUEUE, FEED, cabinet_id, run_id, trigger)
     with page_connection(connect) as conn:
         if state_feed is not None:
             cursor = get_state(conn, cabinet_id, state_feed).cursor or {}
@@ -120,13 +120,13 @@ def _save_pending(
     save_cursor(conn, cabinet_id, state_feed, {"pending": [d.isoformat() for d in days]}, run_id)
 
 
-def sync_day(inp: SyncInput) -> list[SyncRun]:
+def sync_day(inp: SyncInput) -> list[FeedLoad]:
     """The `rnp_funnel_stats` partition ``inp.day``: that day's funnel, no pending days."""
     assert inp.day is not None
     return [sync_funnel(inp.connect, inp.client(), inp.cabinet_id, [inp.day], run_id=inp.run_id, trigger=inp.trigger)]
 
 
-def sync_window(inp: SyncInput) -> list[SyncRun]:
+def sync_window(inp: SyncInput) -> list[FeedLoad]:
     """The hourly sync: the window's days (``window_days``, else WINDOW_DAYS), pending days first."""
     return [
         sync_funnel(

@@ -13,7 +13,7 @@ from datetime import date
 
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import INVENTORY_SYNC
-from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection
+from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import Stock, WbClient, WbDeferred
 
@@ -26,9 +26,9 @@ KEY = ("cabinet_id", "day", "nm_id", "chrt_id", "warehouse_id")
 
 def sync_stocks(
     connect: Connect, client: WbClient, cabinet_id: str, *, run_id: str | None, trigger: str, day: date | None = None
-) -> SyncRun:
+) -> FeedLoad:
     """Take a snapshot now and make it the day's (``day``: today in Moscow unless given, for tests)."""
-    run = SyncRun(QUEUE, FEED, cabinet_id, run_id, trigger)
+    run = FeedLoad(QUEUE, FEED, cabinet_id, run_id, trigger)
     day = day or today_moscow()
     snapshot: list[Stock] = []
     with page_connection(connect) as conn:
@@ -63,11 +63,11 @@ def sync_stocks(
     return run
 
 
-def sync_day(inp: SyncInput) -> list[SyncRun]:
+def sync_day(inp: SyncInput) -> list[FeedLoad]:
     """The `stocks` partition ``inp.day`` (today's: WB serves only the stocks of now)."""
     return [sync_stocks(inp.connect, inp.client(), inp.cabinet_id, run_id=inp.run_id, trigger=inp.trigger, day=inp.day)]
 
 
-def sync(inp: SyncInput) -> list[SyncRun]:
+def sync(inp: SyncInput) -> list[FeedLoad]:
     """The hourly snapshot, made today's."""
     return [sync_stocks(inp.connect, inp.client(), inp.cabinet_id, run_id=inp.run_id, trigger=inp.trigger)]

@@ -30,7 +30,7 @@ from optima_pipelines.errors import OptimaError
 from optima_pipelines.load import merge_rows
 from optima_pipelines.logs import get_logger
 from optima_pipelines.orchestration.queues import KB_WB_NEWS_SYNC
-from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun
+from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse.cabinets import list_cabinets
 from optima_pipelines.wb import News, WbAuthError, WbClient, WbDeferred, WbUnavailable
@@ -124,9 +124,9 @@ def token_order(connect: Connect, cabinets: Sequence[str]) -> list[str]:
     return [last, *(c for c in ordered if c != last)] if last in ordered else ordered
 
 
-def sync(inp: SyncInput) -> list[SyncRun]:
+def sync(inp: SyncInput) -> list[FeedLoad]:
     """Load new news with the first active cabinet's token WB accepts (``inp.client_for``): one
-    SyncRun, under the cabinet whose token served (``deferred_until``: it stopped early to keep
+    FeedLoad, under the cabinet whose token served (``deferred_until``: it stopped early to keep
     WB's pace). ``inp.notes`` say whose tokens WB rejected on the way and how many pages came.
     Raises NoNewsToken when there is no cabinet, or WB rejected every token."""
     assert inp.client_for is not None, "the news sync reads with any cabinet's token: it needs client_for"
@@ -138,7 +138,7 @@ def sync(inp: SyncInput) -> list[SyncRun]:
     inp.notes.update(rejected_tokens_of=rejected, pages=0)
     last_error = ""
     for cabinet_id in token_order(inp.connect, cabinets):
-        run = SyncRun(QUEUE, FEED, cabinet_id, inp.run_id, inp.trigger)
+        run = FeedLoad(QUEUE, FEED, cabinet_id, inp.run_id, inp.trigger)
         with inp.client_for(cabinet_id) as client:
             try:
                 _sync_with(inp, client, run)
@@ -155,7 +155,7 @@ def sync(inp: SyncInput) -> list[SyncRun]:
     )
 
 
-def _sync_with(inp: SyncInput, client: WbClient, run: SyncRun) -> None:
+def _sync_with(inp: SyncInput, client: WbClient, run: FeedLoad) -> None:
     """Page after page with one cabinet's token, each page in a request slot of its own, until WB
     has no more, the run's MAX_PAGES_PER_RUN are done, or the next slot is too far away."""
     interval = REQUEST_INTERVAL_SECONDS / client.config.time_scale

@@ -1,11 +1,12 @@
-"""The one sync pipeline: what every WB sync takes (``SyncInput``), what it returns (``SyncRun``s),
+"""The one sync pipeline: what every WB sync takes (``SyncInput``), what it returns (``FeedLoad``s),
 and the bookkeeping they share.
 
-Every sync of one cabinet has one entry point, a ``Sync``: ``(SyncInput) -> list[SyncRun]``
-(digitization, the finance report and uploads, ads, the funnel, the catalog, stocks). A ``SyncRun``
+Every sync of one cabinet has one entry point, a ``Sync``: ``(SyncInput) -> list[FeedLoad]``
+(digitization, the finance report and uploads, ads, the funnel, the catalog, stocks). A ``FeedLoad``
 is what one feed did: rows fetched and merged per business day, rows removed, deferral, and the
 days whose РНП rollups the written rows affect (finance: ``affected``; orders: ``finance``), told
-per day as a ``sync.changes.DayChange``. Assets turn them into materializations and run metadata, and
+per day as ``changes.FeedChange`` records (``FeedLoad.changes``), which runs record as materializations
+and a user's import hands to its РНП recompute. Their run metadata, and
 ``finish`` records them for /metrics (``ops.records.record_feed_sync``) in the transaction that
 also marks the sync state, so figures and state commit together. Loads run on a
 ``page_connection``: each page commits with its resume point in a transaction of its own.
@@ -23,11 +24,11 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from optima_pipelines.changes import FeedChange, iso_days
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.load import MergeResult
-from optima_pipelines.ops.records import record_feed_sync
-from optima_pipelines.sync.changes import DayChange, iso_days
+from optima_pipelines.operations.records import record_feed_sync
 from optima_pipelines.sync.state import mark_deferred, mark_success
 from optima_pipelines.wb import WbClient, WbDeferred
 
@@ -59,7 +60,7 @@ _STORED = "optima_stored_runs"
 
 
 def note_stored(exc: BaseException, *runs: Any) -> None:
-    """A load failed after some of its pages committed: attach its SyncRuns to the
+    """A load failed after some of its pages committed: attach its FeedLoads to the
     exception, so that the job still reports the days those pages changed before it fails (the
     next run resumes after them and would never report them)."""
     setattr(exc, _STORED, [*stored_runs(exc), *runs])
@@ -75,8 +76,10 @@ def _now() -> datetime:
 
 
 @dataclass
-class SyncRun:
-    """One feed (a table / asset) of one sync run for one cabinet."""
+class FeedLoad:
+    """What one feed's load (a table / asset) did for one cabinet in one sync: rows fetched and
+    merged per day, deferral, the days its rows move in the РНП. Not a Dagster run: a run (a job's
+    or a sweep's) may hold the loads of several feeds and cabinets."""
 
     queue: str
     feed: str
@@ -128,9 +131,12 @@ class SyncRun:
     def changed(self) -> bool:
         return bool(self.merge.inserted or self.merge.updated or self.rows_deleted)
 
-    def change(self, day: date, trigger: str, request_id: int | None = None) -> DayChange:
-        """What this run changed on ``day``: the re-aggregation contract of its materialization."""
-        return DayChange(
+    def change(self, day: date, trigger: str, request_id: int | None = None) -> FeedChange:
+        """What this load changed on ``day``: the change record of its `cabinet|day` partition."""
+        return FeedChange(
+            feed=self.feed,
+            cabinet_id=self.cabinet_id,
+            day=day,
             rows_fetched=self.fetched_by_day.get(day, 0),
             rows_inserted=self.merge.inserted_by_day.get(day, 0),
             rows_updated=self.merge.updated_by_day.get(day, 0),
@@ -141,10 +147,17 @@ class SyncRun:
             finance_days=tuple(self.finance.get(day, ())),
         )
 
-    def total(self, trigger: str, request_id: int | None = None) -> DayChange:
-        """What this run changed over all its days: the figures of a cabinet-partitioned feed's
-        materialization, under the same keys as a day's."""
-        return DayChange(
+    def changes(self, trigger: str, request_id: int | None = None) -> list[FeedChange]:
+        """One change record per day this load changed or reports (an import: its whole period)."""
+        return [self.change(day, trigger, request_id) for day in sorted(self.changed_days | self.report_days)]
+
+    def total(self, trigger: str, request_id: int | None = None) -> FeedChange:
+        """What this load changed over all its days: the record of a cabinet-partitioned feed's
+        materialization (``day`` None), under the same keys as a day's."""
+        return FeedChange(
+            feed=self.feed,
+            cabinet_id=self.cabinet_id,
+            day=None,
             rows_fetched=self.rows_fetched,
             rows_inserted=self.merge.inserted,
             rows_updated=self.merge.updated,
@@ -184,15 +197,20 @@ class SyncRun:
         )
 
 
+def feed_changes(loads: Iterable[FeedLoad], trigger: str, request_id: int | None = None) -> list[FeedChange]:
+    """The change records of these loads, day by day (``FeedLoad.changes``)."""
+    return [change for load in loads for change in load.changes(trigger, request_id)]
+
+
 def _never() -> bool:
     return False
 
 
-def _ignore_progress(runs: list[SyncRun]) -> None:
+def _ignore_progress(runs: list[FeedLoad]) -> None:
     return None
 
 
-#: The ``cabinet_id`` of a run that serves no one cabinet (the news); its SyncRuns name the cabinet
+#: The ``cabinet_id`` of a run that serves no one cabinet (the news); its FeedLoads name the cabinet
 #: whose token served.
 ANY_CABINET = "*"
 
@@ -237,17 +255,17 @@ class SyncInput:
     #: Called by a window's load after each page of its last feed, with every feed's run so far: a
     #: user's import publishes its РНП days there (jobs/wb_sync.py), for WB's flag=0 load ends only on
     #: an empty page, and sales allow one request a minute: the page that ends the load is a minute away.
-    on_progress: Callable[[list[SyncRun]], None] = _ignore_progress
+    on_progress: Callable[[list[FeedLoad]], None] = _ignore_progress
     notes: dict[str, Any] = field(default_factory=dict)
 
 
 #: A sync's one entry point: does the work for one cabinet and returns what each feed changed.
-Sync = Callable[[SyncInput], list[SyncRun]]
+Sync = Callable[[SyncInput], list[FeedLoad]]
 
 
 def finish(
     conn: psycopg.Connection,
-    runs: Iterable[SyncRun],
+    runs: Iterable[FeedLoad],
     *,
     state_feed: str | None,
     deferred: WbDeferred | None = None,
@@ -273,7 +291,7 @@ def finish(
 
 @contextmanager
 def paged_load(
-    conn: psycopg.Connection, run: SyncRun, state_feed: str | None, on_deferral: Callable[[], None] | None = None
+    conn: psycopg.Connection, run: FeedLoad, state_feed: str | None, on_deferral: Callable[[], None] | None = None
 ) -> Iterator[None]:
     """The pages of a load (each committed with its resume point inside the block): a WB pause
     ends the load there, with what was stored and the resume time (``on_deferral`` first saves
@@ -293,7 +311,7 @@ def paged_load(
         raise
 
 
-def record_failure(connect: Connect, runs: Iterable[SyncRun], error: BaseException) -> None:
+def record_failure(connect: Connect, runs: Iterable[FeedLoad], error: BaseException) -> None:
     """A failed sync's figures, in a fresh transaction after its rollback; never raises over the error."""
     try:
         with connect() as conn, conn.transaction():

@@ -6,7 +6,7 @@ import sys
 
 from dagster import DagsterRunStatus, RunsFilter, materialize
 
-from optima_pipelines.ops.runtime import PACKAGE_DIR, project_file
+from optima_pipelines.operations.runtime import PACKAGE_DIR, project_file
 
 
 def test_definitions_load_with_expected_contents():

@@ -9,7 +9,7 @@ from psycopg import sql
 
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.urls import dagster_storage_url
-from optima_pipelines.ops.runtime import project_file
+from optima_pipelines.operations.runtime import project_file
 from tests.db.test_cli import run_cli
 
 

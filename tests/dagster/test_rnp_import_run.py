@@ -8,8 +8,8 @@ from datetime import timedelta
 
 from dagster import AssetKey, DagsterEventType, SensorResult, build_sensor_context
 
-from optima_pipelines.assets.rnp import TABLES, recompute_partitions
 from optima_pipelines.definitions import RESOURCES, defs
+from optima_pipelines.mart.recompute import TABLES, recompute_partitions
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.sensors.requests import requests_sensor
 from optima_pipelines.sensors.rnp import rnp_reaggregate_sensor
@@ -78,7 +78,7 @@ def test_an_import_run_writes_its_own_days_to_rnp_daily(wb, warehouse_conn, dags
     # changes no row of any table.
     warehouse = Warehouse(database_url=database_url, env=optima_env)
     for table in TABLES:
-        stats = recompute_partitions(warehouse, table, [("c2", d) for d in period], force=True)
+        stats = recompute_partitions(warehouse.connect, table, [("c2", d) for d in period], force=True)
         assert (table, stats.rows_changed, stats.rows_removed) == (table, 0, 0)
 
     # The re-aggregation the sensor still asks for, on the import's feed events, computes nothing.

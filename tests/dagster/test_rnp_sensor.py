@@ -10,7 +10,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from optima_pipelines.definitions import RESOURCES
-from optima_pipelines.ops.metrics import build_registry
+from optima_pipelines.operations.metrics import build_registry
 from optima_pipelines.sensors.rnp import rnp_reaggregate_sensor
 from tests.rnp_feeds import (
     TODAY,

@@ -113,8 +113,8 @@ def test_a_cabinet_another_run_holds_is_skipped_as_account_busy_and_never_asked(
     assert stocks_rows(warehouse_conn, "s1") == 0 and stocks_rows(warehouse_conn, "s2") > 0
     assert dagster_instance.get_run_by_id(result.run_id).tags[TAG_SWEEP_OUTCOME].startswith("succeeded=1 skipped=1")
     # /metrics counts the skip under the queue, as the original counted account-busy.
-    from optima_pipelines.ops.metrics import build_registry
-    from tests.dagster.test_ops_metrics import sample, scrape
+    from optima_pipelines.operations.metrics import build_registry
+    from tests.dagster.test_operations_metrics import sample, scrape
 
     settings = load_settings()
     registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)

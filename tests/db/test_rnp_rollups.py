@@ -8,8 +8,8 @@ from decimal import Decimal
 import psycopg
 import pytest
 
-from optima_pipelines.assets import rnp
-from optima_pipelines.assets.rnp import TABLES, recompute_partitions, recompute_tables
+from optima_pipelines.mart import recompute as rnp
+from optima_pipelines.mart.recompute import TABLES, recompute_partitions, recompute_tables
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.warehouse.table_partitions import add_months, partition_name
 from tests.rnp_feeds import (
@@ -35,7 +35,10 @@ def warehouse(optima_env: str, database_url: str) -> Warehouse:
 
 
 def recompute_all(warehouse: Warehouse, pairs) -> dict[str, object]:
-    return {t: recompute_partitions(warehouse, t, pairs) for t in ("rnp_sales", "rnp_ads", "rnp_finance", "rnp_daily")}
+    return {
+        t: recompute_partitions(warehouse.connect, t, pairs)
+        for t in ("rnp_sales", "rnp_ads", "rnp_finance", "rnp_daily")
+    }
 
 
 @pytest.fixture
@@ -81,7 +84,7 @@ def feeds(warehouse_conn):
 
 
 def test_sales_count_orders_on_their_day_and_sales_on_theirs(warehouse, feeds):
-    stats = recompute_partitions(warehouse, "rnp_sales", [(C, D)])
+    stats = recompute_partitions(warehouse.connect, "rnp_sales", [(C, D)])
     rows = rnp_rows(feeds, "rnp_sales", C, D)
     assert (stats.rows, stats.rows_changed, stats.rows_dropped) == (2, 2, 0)
     p101 = rows[101]
@@ -98,7 +101,7 @@ def test_sales_count_orders_on_their_day_and_sales_on_theirs(warehouse, feeds):
 
 
 def test_finance_lines_go_to_their_source_orders_day_to_the_kopeck(warehouse, feeds):
-    recompute_partitions(warehouse, "rnp_finance", [(C, D), (C, PREV)])
+    recompute_partitions(warehouse.connect, "rnp_finance", [(C, D), (C, PREV)])
     rows = rnp_rows(feeds, "rnp_finance", C, D)
     p101 = rows[101]
     assert p101["payout"] == Decimal("226.89")  # 376.99 - 150.10 (a return)
@@ -118,7 +121,7 @@ def test_finance_lines_go_to_their_source_orders_day_to_the_kopeck(warehouse, fe
 
 
 def test_ads_sum_every_campaign_app_and_associated_product(warehouse, feeds):
-    recompute_partitions(warehouse, "rnp_ads", [(C, D)])
+    recompute_partitions(warehouse.connect, "rnp_ads", [(C, D)])
     rows = rnp_rows(feeds, "rnp_ads", C, D)
     p101 = rows[101]
     assert (p101["ad_views"], p101["ad_clicks"], p101["ad_spend"]) == (1500, 50, Decimal("225.75"))
@@ -190,7 +193,7 @@ def test_days_without_a_table_partition_are_dropped_and_counted(warehouse, feeds
     feeds.execute(f"DROP TABLE {partition_name('rnp_sales', old_month)}")
     add_order(feeds, C, "old-1", old_month, 101, "10.00")
     add_order(feeds, C, "old-2", old_month, 102, "20.00")
-    stats = recompute_partitions(warehouse, "rnp_sales", [(C, old_month), (C, D)])
+    stats = recompute_partitions(warehouse.connect, "rnp_sales", [(C, old_month), (C, D)])
     assert (stats.rows, stats.rows_dropped) == (2, 2)
     assert stats.days_outside_partitions == {old_month}
     assert stats.metadata()["batch_days_outside_table_partitions"] == [old_month.isoformat()]
@@ -216,18 +219,18 @@ def test_a_range_again_with_nothing_changed_computes_and_writes_nothing(warehous
     assert all(s.unchanged == 0 and s.rows_changed > 0 for t, s in first.items() if t != "rnp_ads")
     assert all((s.unchanged, s.rows_changed, s.rows_removed) == (2, 0, 0) for s in again.values())
     # Forced, the same: nothing to write.
-    forced = {t: recompute_partitions(warehouse, t, [(C, D), (C, PREV)], force=True) for t in again}
+    forced = {t: recompute_partitions(warehouse.connect, t, [(C, D), (C, PREV)], force=True) for t in again}
     assert all((s.unchanged, s.rows_changed, s.rows_removed) == (0, 0, 0) for s in forced.values())
 
 
 def test_a_feed_write_makes_its_pair_stale_and_only_its_pair(warehouse, feeds):
     recompute_all(warehouse, [(C, D), (C, PREV)])
     add_order(feeds, C, "o9", D, 101, "10.00")
-    stats = recompute_partitions(warehouse, "rnp_sales", [(C, D), (C, PREV)])
+    stats = recompute_partitions(warehouse.connect, "rnp_sales", [(C, D), (C, PREV)])
     assert (stats.unchanged, stats.rows_changed) == (1, 1)
     assert rnp_rows(feeds, "rnp_sales", C, D)[101]["orders_count"] == 4
     # The rollup's change makes rnp_daily of D stale, though the sensor asks only for the merge.
-    daily = recompute_partitions(warehouse, "rnp_daily", [(C, D), (C, PREV)])
+    daily = recompute_partitions(warehouse.connect, "rnp_daily", [(C, D), (C, PREV)])
     assert (daily.unchanged, daily.rows_changed) == (1, 1)
     assert rnp_rows(feeds, "rnp_daily", C, D)[101]["orders_count"] == 4
 
@@ -238,13 +241,13 @@ def test_an_order_arriving_after_its_report_line_makes_both_days_stale(warehouse
     recompute_all(warehouse, [(C, late_day), (C, line_day)])
     assert rnp_rows(feeds, "rnp_finance", C, line_day)[104]["payout"] == Decimal("42.00")
     add_order(feeds, C, "late", late_day, 104, "50.00")  # the line moves to its order's day
-    stats = recompute_partitions(warehouse, "rnp_finance", [(C, late_day), (C, line_day)])
+    stats = recompute_partitions(warehouse.connect, "rnp_finance", [(C, late_day), (C, line_day)])
     assert stats.unchanged == 0
     assert 104 not in rnp_rows(feeds, "rnp_finance", C, line_day)
     assert rnp_rows(feeds, "rnp_finance", C, late_day)[104]["payout"] == Decimal("42.00")
     # A report line of a known order changed later: its order's day is stale, not only its own.
     feeds.execute("UPDATE wb_report_lines SET for_pay = 43 WHERE cabinet_id = %s AND rrd_id = 50", (C,))
-    stats = recompute_partitions(warehouse, "rnp_finance", [(C, late_day)])
+    stats = recompute_partitions(warehouse.connect, "rnp_finance", [(C, late_day)])
     assert stats.unchanged == 0
     assert rnp_rows(feeds, "rnp_finance", C, late_day)[104]["payout"] == Decimal("43.00")
 
@@ -252,20 +255,20 @@ def test_an_order_arriving_after_its_report_line_makes_both_days_stale(warehouse
 def test_a_write_to_the_mart_from_outside_the_recompute_is_repaired(warehouse, feeds):
     recompute_all(warehouse, [(C, D)])
     feeds.execute("UPDATE rnp_daily SET orders_sum = 0 WHERE cabinet_id = %s AND day = %s", (C, D))
-    stats = recompute_partitions(warehouse, "rnp_daily", [(C, D)])
+    stats = recompute_partitions(warehouse.connect, "rnp_daily", [(C, D)])
     assert (stats.unchanged, stats.rows_changed) == (0, 1)  # the one product with orders that day
     assert rnp_rows(feeds, "rnp_daily", C, D)[101]["orders_sum"] == Decimal("1000.49")
     feeds.execute("TRUNCATE rnp_sales")
-    assert recompute_partitions(warehouse, "rnp_sales", [(C, D)]).rows_changed == 2
+    assert recompute_partitions(warehouse.connect, "rnp_sales", [(C, D)]).rows_changed == 2
 
 
 def test_a_cancellation_leaves_finance_alone_and_a_re_dated_order_moves_its_lines(warehouse, feeds):
     recompute_all(warehouse, [(C, D), (C, PREV), (C, days_ago(2))])
     feeds.execute("UPDATE wb_orders SET is_cancel = true WHERE cabinet_id = %s AND srid = 'o1'", (C,))
-    assert recompute_partitions(warehouse, "rnp_finance", [(C, D)]).unchanged == 1
-    assert recompute_partitions(warehouse, "rnp_sales", [(C, D)]).rows_changed == 1
+    assert recompute_partitions(warehouse.connect, "rnp_finance", [(C, D)]).unchanged == 1
+    assert recompute_partitions(warehouse.connect, "rnp_sales", [(C, D)]).rows_changed == 1
     feeds.execute("UPDATE wb_orders SET day = %s WHERE cabinet_id = %s AND srid = 'o4'", (days_ago(2), C))
-    stats = recompute_partitions(warehouse, "rnp_finance", [(C, PREV), (C, days_ago(2))])
+    stats = recompute_partitions(warehouse.connect, "rnp_finance", [(C, PREV), (C, days_ago(2))])
     assert stats.unchanged == 0
     assert 102 not in rnp_rows(feeds, "rnp_finance", C, PREV)
     assert rnp_rows(feeds, "rnp_finance", C, days_ago(2))[102]["payout"] == Decimal("900.00")
@@ -345,13 +348,13 @@ def table_rows(conn, table: str) -> list[tuple]:
 def test_the_four_tables_in_parallel_transactions_equal_them_table_by_table(warehouse, feeds, monkeypatch):
     pairs = [(C, days_ago(n)) for n in range(2, 10)]
     assert rnp.RECOMPUTE_CONNECTIONS == 2
-    together = recompute_tables(warehouse, dict.fromkeys(TABLES, pairs))
+    together = recompute_tables(warehouse.connect, dict.fromkeys(TABLES, pairs))
     assert {t: s.partitions for t, s in together.items()} == dict.fromkeys(TABLES, len(pairs))
     parallel = {t: table_rows(feeds, t) for t in TABLES}
     assert all(parallel.values())
     feeds.execute("TRUNCATE rnp_sales, rnp_ads, rnp_finance, rnp_daily")
     monkeypatch.setattr(rnp, "RECOMPUTE_CONNECTIONS", 1)
-    one_by_one = {t: recompute_partitions(warehouse, t, pairs) for t in TABLES}
+    one_by_one = {t: recompute_partitions(warehouse.connect, t, pairs) for t in TABLES}
     assert {t: table_rows(feeds, t) for t in TABLES} == parallel
     assert {t: s.rows for t, s in one_by_one.items()} == {t: s.rows for t, s in together.items()}
 
@@ -361,12 +364,12 @@ def test_a_failure_in_one_rollup_leaves_nothing_of_its_days_written(warehouse, f
     feeds.execute(f"ALTER TABLE rnp_finance ADD CONSTRAINT not_d CHECK (day <> '{D.isoformat()}') NOT VALID")
     both = [(C, D), (C, PREV)]
     with pytest.raises(psycopg.errors.CheckViolation):
-        recompute_tables(warehouse, dict.fromkeys(TABLES, both))
+        recompute_tables(warehouse.connect, dict.fromkeys(TABLES, both))
     assert all(not rnp_rows(feeds, t, C, D) for t in TABLES)
     # PREV's transaction ran beside it and committed all four tables of its day.
     assert all(rnp_rows(feeds, t, C, PREV) for t in ("rnp_sales", "rnp_finance", "rnp_daily"))
     feeds.execute("ALTER TABLE rnp_finance DROP CONSTRAINT not_d")
-    again = recompute_tables(warehouse, dict.fromkeys(TABLES, both))
+    again = recompute_tables(warehouse.connect, dict.fromkeys(TABLES, both))
     assert all(s.unchanged == 1 for s in again.values())  # PREV is fresh; D is recomputed
     assert rnp_rows(feeds, "rnp_daily", C, D)[101]["orders_sum"] == Decimal("1000.49")
 
@@ -378,7 +381,9 @@ def test_two_recomputes_of_the_same_days_at_once_write_them_once(warehouse, feed
     pairs = [(C, days_ago(n)) for n in range(2, 8)]
     results: list[dict] = []
     runs = [
-        threading.Thread(target=lambda: results.append(recompute_tables(warehouse, dict.fromkeys(TABLES, pairs))))
+        threading.Thread(
+            target=lambda: results.append(recompute_tables(warehouse.connect, dict.fromkeys(TABLES, pairs)))
+        )
         for _ in range(2)
     ]
     for run in runs:

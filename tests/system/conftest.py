@@ -16,7 +16,7 @@ from psycopg import sql
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import ensure_schemas, upgrade
 from optima_pipelines.db.urls import dagster_storage_url
-from optima_pipelines.ops.runtime import project_file
+from optima_pipelines.operations.runtime import project_file
 from optima_pipelines.warehouse.cabinets import add_cabinet
 from optima_pipelines.warehouse.secrets import TokenCipher
 from tests.system.harness import RunningDeployment, running_dev

@@ -20,7 +20,7 @@ from datetime import timedelta
 import pytest
 from dagster import DagsterEventType, DagsterRunStatus, RunRecord, RunsFilter
 
-from optima_pipelines.ops.processes import GRPC_WORKSPACE, LOCATION_NAME
+from optima_pipelines.operations.processes import GRPC_WORKSPACE, LOCATION_NAME
 from optima_pipelines.orchestration.queues import TAG_CABINET, TAG_LANE, TAG_QUEUE_CLASS, TAG_SKIPPED
 from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.timeutil import today_moscow

@@ -101,3 +101,23 @@ def test_the_layer_check_names_an_upward_import(tmp_path: Path) -> None:
         f"from {PACKAGE}.sync import runs\n\n\ndef f():\n    from {PACKAGE}.assets.y import z\n"
     )
     assert upward_imports(package, ["assets", "jobs", "sync"]) == [f"jobs/x.py:5 imports {PACKAGE}.assets.y"]
+
+
+def test_the_layers_hold_the_mart_the_orchestration_and_the_change_record() -> None:
+    """The folders whose imports once ran back up (issue 35: orchestration's planner and
+    materializations imported sync) are in the rule, so the check above covers them: the mart sits
+    above the syncs, orchestration below them, and the change record below everything."""
+    order = layers()
+    assert {"mart", "orchestration", "changes"} <= set(order), f"the Layers rule leaves them out: {order}"
+    assert order.index("mart") < order.index("sync") < order.index("orchestration") < order.index("changes")
+
+
+def test_an_orchestration_module_importing_a_sync_is_named(tmp_path: Path) -> None:
+    package = tmp_path / PACKAGE
+    (package / "orchestration").mkdir(parents=True)
+    (package / "orchestration" / "materializations.py").write_text(
+        f"from {PACKAGE}.changes import FeedChange\nfrom {PACKAGE}.sync.runs import FeedLoad\n"
+    )
+    assert upward_imports(package, ["mart", "sync", "orchestration", "changes"]) == [
+        f"orchestration/materializations.py:2 imports {PACKAGE}.sync.runs"
+    ]

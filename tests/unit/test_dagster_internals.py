@@ -60,14 +60,14 @@ def test_the_run_storage_columns_metrics_read_exist_and_are_all_declared() -> No
         assert not missing, f"Dagster's {table} table has no column(s) {sorted(missing)} that /metrics reads"
 
     used: dict[str, set[str]] = {"runs": set(), "run_tags": set()}
-    for path in sorted((PACKAGE / "ops" / "sql").glob("*.sql")):
+    for path in sorted((PACKAGE / "operations" / "sql").glob("*.sql")):
         text = path.read_text()
         for table, alias in re.findall(r"\{(runs|run_tags)\}\s+(?:AS\s+)?(\w+)", text):
             used[table] |= set(re.findall(rf"\b{alias}\.(\w+)", text))
-    assert used["runs"], "no query reads Dagster's runs table: the pattern above no longer matches ops/sql"
+    assert used["runs"], "no query reads Dagster's runs table: the pattern above no longer matches operations/sql"
     for table, columns in used.items():
         undeclared = columns - set(internals.RUN_STORAGE_COLUMNS[table])
-        assert not undeclared, f"ops/sql reads {table}.{sorted(undeclared)}: declare them in RUN_STORAGE_COLUMNS"
+        assert not undeclared, f"operations/sql reads {table}.{sorted(undeclared)}: declare them in RUN_STORAGE_COLUMNS"
 
 
 def test_the_webserver_command_starts_its_app_with_uvicorn_run() -> None:
@@ -120,7 +120,7 @@ def test_the_sensor_loop_sleeps_for_the_constant_we_set() -> None:
     assert sensor_daemon.MIN_INTERVAL_LOOP_TIME == 5 or sensor_daemon.MIN_INTERVAL_LOOP_TIME == 1
     source = inspect.getsource(sensor_daemon.execute_sensor_iteration_loop)
     assert "MIN_INTERVAL_LOOP_TIME - loop_duration" in source, (
-        "Dagster's sensor loop no longer sleeps for MIN_INTERVAL_LOOP_TIME: ops/daemon.py's 1-s sensor loop "
+        "Dagster's sensor loop no longer sleeps for MIN_INTERVAL_LOOP_TIME: operations/daemon.py's 1-s sensor loop "
         "(set_sensor_loop_seconds) has no effect"
     )
     original = sensor_daemon.MIN_INTERVAL_LOOP_TIME

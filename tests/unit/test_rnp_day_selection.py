@@ -8,13 +8,13 @@ from datetime import date, timedelta
 import pytest
 from dagster import MetadataValue
 
+from optima_pipelines.changes import FeedChange
 from optima_pipelines.errors import InvalidInput
-from optima_pipelines.orchestration.rnp_plan import (
-    FeedEvent,
+from optima_pipelines.mart.plan import (
     Recompute,
     day_ranges,
     days_to_recompute,
-    demands_from_events,
+    demands_from_changes,
     parse_cursor,
     plan_recomputes,
 )
@@ -28,6 +28,10 @@ def d(n: int) -> date:
     return D + timedelta(days=n)
 
 
+def change(feed: str, cabinet_id: str, day: date, affected_days: tuple[date, ...] = ()) -> FeedChange:
+    return FeedChange(feed, cabinet_id, day, affected_days=affected_days)
+
+
 def test_feed_event_parses_partition_trigger_and_affected_days():
     event = parse_feed_event(
         "wb_report_lines",
@@ -37,7 +41,9 @@ def test_feed_event_parses_partition_trigger_and_affected_days():
             "affected_days": MetadataValue.json(["2026-11-02", "2026-11-01"]),
         },
     )
-    assert event == FeedEvent("wb_report_lines", "c1", D, (date(2026, 11, 1), date(2026, 11, 2)), "user_import")
+    assert event == FeedChange(
+        "wb_report_lines", "c1", D, trigger="user_import", affected_days=(date(2026, 11, 1), date(2026, 11, 2))
+    )
     # affected_days given as JSON text is accepted too
     assert parse_feed_event("wb_report_lines", "c1|2026-11-20", {"affected_days": '["2026-11-03"]'}).affected_days == (
         date(2026, 11, 3),
@@ -64,21 +70,21 @@ def test_bad_feed_events_are_rejected_naming_what_is_wrong(feed, partition, meta
 
 
 def test_days_are_the_events_own_day_and_its_affected_days():
-    assert days_to_recompute(FeedEvent("wb_orders", "c1", D)) == {D}
-    finance = FeedEvent("wb_report_lines", "c1", D, (d(-30), d(-12)))
+    assert days_to_recompute(change("wb_orders", "c1", D)) == {D}
+    finance = change("wb_report_lines", "c1", D, (d(-30), d(-12)))
     assert days_to_recompute(finance) == {D, d(-30), d(-12)}
 
 
 def test_each_feed_demands_its_rollup_and_funnel_or_stock_only_the_merge():
     events = [
-        FeedEvent("wb_orders", "c1", D),
-        FeedEvent("wb_sales", "c1", D),
-        FeedEvent("ad_campaign_stats", "c1", D),
-        FeedEvent("wb_report_lines", "c1", d(-1), (d(-20),)),
-        FeedEvent("stocks", "c2", D),
-        FeedEvent("rnp_funnel_stats", "c2", d(-1)),
+        change("wb_orders", "c1", D),
+        change("wb_sales", "c1", D),
+        change("ad_campaign_stats", "c1", D),
+        change("wb_report_lines", "c1", d(-1), (d(-20),)),
+        change("stocks", "c2", D),
+        change("rnp_funnel_stats", "c2", d(-1)),
     ]
-    wanted = demands_from_events(events, FIRST, LAST)
+    wanted = demands_from_changes(events, FIRST, LAST)
     assert wanted.demands == {
         ("c1", D): {"rnp_sales", "rnp_ads"},
         ("c1", d(-1)): {"rnp_finance"},
@@ -94,7 +100,7 @@ def test_orders_that_move_report_lines_demand_the_finance_of_both_days():
     recomputes rnp_finance on those days and on its own day, where the lines go."""
     event = parse_feed_event("wb_orders", "c1|2026-11-20", {"finance_days": MetadataValue.json(["2026-11-23"])})
     assert event.finance_days == (d(3),)
-    wanted = demands_from_events([event, FeedEvent("wb_orders", "c1", d(1))], FIRST, LAST)
+    wanted = demands_from_changes([event, change("wb_orders", "c1", d(1))], FIRST, LAST)
     assert wanted.demands == {
         ("c1", D): {"rnp_sales", "rnp_finance"},
         ("c1", d(3)): {"rnp_finance"},
@@ -103,8 +109,8 @@ def test_orders_that_move_report_lines_demand_the_finance_of_both_days():
 
 
 def test_days_outside_the_partitions_are_reported_not_demanded():
-    event = FeedEvent("wb_report_lines", "c1", LAST, (date(2024, 12, 31), LAST + timedelta(1)))
-    wanted = demands_from_events([event], FIRST, LAST)
+    event = change("wb_report_lines", "c1", LAST, (date(2024, 12, 31), LAST + timedelta(1)))
+    wanted = demands_from_changes([event], FIRST, LAST)
     assert wanted.demands == {("c1", LAST): {"rnp_finance"}}
     assert sorted(wanted.out_of_range) == [("c1", date(2024, 12, 31)), ("c1", LAST + timedelta(1))]
 
@@ -198,12 +204,16 @@ def test_cursor_is_per_feed_and_a_bad_one_is_named():
         parse_cursor("12")
 
 
-def test_the_planner_imports_no_dagster() -> None:
-    """The planner is Dagster-free (issue 16): it can be reasoned about and tested without Dagster."""
+@pytest.mark.parametrize(
+    "module", ["optima_pipelines.mart.plan", "optima_pipelines.mart.recompute", "optima_pipelines.mart.checks"]
+)
+def test_the_mart_imports_no_dagster(module: str) -> None:
+    """The mart (its planner, recompute and checks) is Dagster-free (issues 16 and 35): it can be
+    reasoned about and tested without Dagster; assets/rnp.py and sensors/rnp.py are its shell."""
     import subprocess
     import sys
 
-    code = "import sys, optima_pipelines.orchestration.rnp_plan; sys.exit('dagster' in sys.modules)"
+    code = f"import sys, {module}; sys.exit('dagster' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
@@ -229,7 +239,7 @@ def test_a_windows_mixed_changes_are_widened_into_one_run_and_an_import_stays_ex
     """What a sweep window leaves: ads on three days for most cabinets, today's orders for some, a
     stock snapshot for others, and a few without changes between them: widened, one rectangle (the
     recompute skips the pairs whose feeds did not change); a 90-day import keeps its own run."""
-    from optima_pipelines.orchestration.rnp_plan import widen
+    from optima_pipelines.mart.plan import widen
 
     cabinets = [f"c{i:04d}" for i in range(1000)]
     demands: dict[tuple[str, date], set[str]] = {}
@@ -258,7 +268,7 @@ def test_a_windows_mixed_changes_are_widened_into_one_run_and_an_import_stays_ex
 def test_a_windows_different_short_spans_become_one_rectangle_a_long_one_does_not():
     """Ads of today for some cabinets, an increment's last four days for others: one span over both
     (one run, not one per span); a cabinet whose own days span more than a week is planned exactly."""
-    from optima_pipelines.orchestration.rnp_plan import widen
+    from optima_pipelines.mart.plan import widen
 
     cabinets = [f"c{i}" for i in range(6)]
     demands: dict[tuple[str, date], set[str]] = {(c, D): {"rnp_ads"} for c in cabinets[:3]}

@@ -9,7 +9,7 @@ import pytest
 from dagster import DagsterInstance, DefaultRunLauncher
 
 from optima_pipelines.errors import ConfigError
-from optima_pipelines.ops.runtime import project_file
+from optima_pipelines.operations.runtime import project_file
 from optima_pipelines.orchestration import run_launcher
 from optima_pipelines.settings import run_launcher_choice
 

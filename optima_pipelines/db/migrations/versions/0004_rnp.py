@@ -5,7 +5,7 @@ Revises: 0003_feeds
 
 One row per cabinet × Moscow day × product (nm_id; 0 for finance lines tied to no product).
 Written only by the re-aggregation assets (optima_pipelines/assets/rnp.py), which replace a
-(cabinet, day)'s rows in one transaction; column definitions are in assets/sql/rnp_*.sql and in
+(cabinet, day)'s rows in one transaction; column definitions are in mart/sql/rnp_*.sql and in
 docs/data.md. Each table is PARTITION BY RANGE (day) with one partition per calendar
 month, named <table>_pYYYYMM; the weekly partition-manager (jobs/partition_manager.py) keeps them
 from the retention horizon to three months ahead. This migration creates that same window once, so

@@ -7,7 +7,7 @@ Each sync and each re-aggregation writes one history row (what happened, for peo
 row in a totals table keyed by (subject, cabinet) (what /metrics reads: monotonic counters from a
 few thousand rows, never a scan of the history). The totals are keyed per cabinet, not per feed
 alone, so that two cabinets finishing at once never wait on one hot row: the cabinet gate already
-keeps one run per cabinet. Writers: ``optima_pipelines.ops.records``.
+keeps one run per cabinet. Writers: ``optima_pipelines.operations.records``.
 """
 
 from alembic import op

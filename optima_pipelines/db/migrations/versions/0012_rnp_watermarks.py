@@ -6,7 +6,7 @@ Revises: 0011_token_rejected
 ``rnp_watermarks.changes`` counts the writes to the feeds that can change the table's rows of that
 (cabinet, day); ``recomputed`` is the value of ``changes`` the last recompute of the pair saw
 (NULL: never, or the table was written by someone else since). A recompute skips the pairs where
-they are equal (assets/rnp.py), so re-running a range whose feeds did not change writes nothing and
+they are equal (mart/recompute.py), so re-running a range whose feeds did not change writes nothing and
 computes nothing.
 
 The counters are kept by statement-level triggers on the six feeds, whoever writes them (the loads,

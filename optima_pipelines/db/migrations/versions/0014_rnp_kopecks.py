@@ -3,7 +3,7 @@
 Revision ID: 0014_rnp_kopecks
 Revises: 0013_sweep_outcomes
 
-The РНП rollups (assets/sql/rnp_*.sql) sum millions of feed amounts into hundreds of thousands of
+The РНП rollups (mart/sql/rnp_*.sql) sum millions of feed amounts into hundreds of thousands of
 groups. PostgreSQL's ``sum(numeric)`` (and ``sum(bigint)``, whose result is numeric) keeps a
 palloc'd aggregate state per group and does arbitrary-precision arithmetic on every row; summing
 the same amounts as ``bigint`` kopecks with a by-value state costs a fraction of that (and a third

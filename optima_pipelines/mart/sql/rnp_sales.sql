@@ -19,7 +19,7 @@
 --
 -- The form of this file (the same in rnp_ads, rnp_finance and rnp_daily): common table expressions
 -- that end in `computed`, the table's rows for the run's cabinets (%(cabinet_ids)s) and days
--- %(first)s..%(last)s. The recompute (assets/rnp.py) puts them before the write it shares with the
+-- %(first)s..%(last)s. The recompute (mart/recompute.py, sql/delta.sql...) puts them before the write it shares with the
 -- other three tables, which keeps the rows of the run's (cabinet, day) pairs and makes the table's
 -- rows equal to them, touching only rows that change. Feeds are read by cabinet and day range, not
 -- joined pair by pair, so that the planner's row estimates (and its choice of joins) are right.

@@ -7,7 +7,7 @@ canceled runs are never touched.
 
 ``delete_run`` deletes *all* of a run's events, its asset materializations included, and the UI's
 partition status (materialized or not) is computed from those events: deleting the only run that
-materialized ``cabinet|day`` would turn that partition grey again (tests/dagster/test_ops_retention.py
+materialized ``cabinet|day`` would turn that partition grey again (tests/dagster/test_operations_retention.py
 shows it). So a run is deleted only when every materialization it produced has been superseded by
 a later materialization of the same asset partition. The latest materialization of every
 partition, with its metadata and its run, always survives; the history before it is pruned.

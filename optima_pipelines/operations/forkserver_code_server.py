@@ -1,6 +1,6 @@
 """A code server whose run workers are forked from a preloaded forkserver (issue 17, way (b)).
 
-    python -m optima_pipelines.ops.forkserver_code_server -m MODULE [dagster api grpc options]
+    python -m optima_pipelines.operations.forkserver_code_server -m MODULE [dagster api grpc options]
 
 ``serve code-server`` runs this instead of ``dagster code-server start`` when
 OPTIMA_CODE_SERVER_FORKSERVER=1: ``dagster api grpc`` in this process, with its run workers forked

@@ -1,12 +1,18 @@
-"""The re-aggregation contract: what one materialization of a feed's `cabinet|day` partition tells
-the РНП re-aggregation (sensors/rnp.py), as one typed object serialized here and nowhere else.
+"""The change record: what one feed's load changed on one Moscow day of one cabinet, the one fact
+that travels from the syncs to the РНП planner ("these days of this feed changed").
 
-Syncs build a ``DayChange`` per changed day (``SyncRun.change``); the asset layer records
-``to_metadata()`` on the materialization; the sensor reads it back with ``from_metadata``, which
-raises InvalidInput naming what is wrong (the sensor skips such an event with a warning). The keys
-are docs/ARCHITECTURE.md's: ``rows_*``, ``trigger``, ``request_id``, ``affected_days``,
-``finance_days``. Nothing here imports Dagster: a metadata value that wraps its value (Dagster's
-``MetadataValue``) is read through its ``value``.
+The syncs produce ``FeedChange``s (``sync.runs.FeedLoad.changes``); a run records each as the
+materialization of the feed's `cabinet|day` partition with ``to_metadata()``
+(orchestration/materializations.py); the re-aggregation sensor reads it back with
+``from_metadata``, which raises InvalidInput naming what is wrong (the sensor skips such an event
+with a warning); the planner (mart/plan.py) takes the records. A user's import hands its records to
+the recompute in its own run as they are (``assets.rnp.recompute_in_run``), never through metadata.
+This module is the only place that serializes it. The keys are docs/ARCHITECTURE.md's:
+``rows_*``, ``trigger``, ``request_id``, ``affected_days``, ``finance_days``.
+
+The lowest layer of the package (docs/ARCHITECTURE.md): it imports nothing of it but errors, so the
+syncs, the mart and the orchestration all can import it. Nothing here imports Dagster: a metadata
+value that wraps its value (Dagster's ``MetadataValue``) is read through its ``value``.
 """
 
 from __future__ import annotations
@@ -21,9 +27,13 @@ from optima_pipelines.errors import InvalidInput
 
 
 @dataclass(frozen=True)
-class DayChange:
-    """Rows of one feed changed on one Moscow day of one cabinet (the partition's)."""
+class FeedChange:
+    """Rows of one feed (its table / asset) changed on one Moscow day of one cabinet: the partition
+    ``cabinet_id|day``. ``day`` None: the whole load of a cabinet-partitioned snapshot (cards, prices)."""
 
+    feed: str
+    cabinet_id: str
+    day: date | None
     rows_fetched: int = 0
     rows_inserted: int = 0
     rows_updated: int = 0
@@ -38,7 +48,8 @@ class DayChange:
     finance_days: tuple[date, ...] = ()
 
     def to_metadata(self) -> dict[str, Any]:
-        """Plain JSON values: ints, strings, lists of ISO dates (empty day lists are left out)."""
+        """Plain JSON values: ints, strings, lists of ISO dates (empty day lists are left out). The
+        feed, cabinet and day are the materialization's asset key and partition."""
         meta: dict[str, Any] = {
             "rows_fetched": self.rows_fetched,
             "rows_inserted": self.rows_inserted,
@@ -56,7 +67,9 @@ class DayChange:
         return meta
 
     @classmethod
-    def from_metadata(cls, metadata: Mapping[str, Any]) -> DayChange:
+    def from_metadata(cls, feed: str, cabinet_id: str, day: date | None, metadata: Mapping[str, Any]) -> FeedChange:
+        """The record of a materialization of ``feed``'s partition (``cabinet_id``, ``day``)."""
+
         def number(key: str) -> int:
             value = _raw(metadata.get(key, 0))
             return value if isinstance(value, int) else 0
@@ -64,6 +77,9 @@ class DayChange:
         trigger = _raw(metadata.get("trigger"))
         request_id = _raw(metadata.get("request_id"))
         return cls(
+            feed=feed,
+            cabinet_id=cabinet_id,
+            day=day,
             rows_fetched=number("rows_fetched"),
             rows_inserted=number("rows_inserted"),
             rows_updated=number("rows_updated"),

@@ -16,7 +16,7 @@ of which scans the run history:
 No metric has a cabinet label: with hundreds of cabinets that would multiply every series. Per
 cabinet detail is in ``ops_feed_syncs`` / ``ops_reaggregations`` and the Dagster UI.
 
-Extending: add a query under ``ops/sql/`` and a ``_collect_*`` method; keep it indexed and bounded.
+Extending: add a query under ``operations/sql/`` and a ``_collect_*`` method; keep it indexed and bounded.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from psycopg import sql
 
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.sqlfiles import SqlFiles
-from optima_pipelines.ops.records import METRIC_FAMILIES, metric_family
+from optima_pipelines.operations.records import METRIC_FAMILIES, metric_family
 from optima_pipelines.orchestration.queues import (
     ASSET_QUEUES,
     QUEUES,

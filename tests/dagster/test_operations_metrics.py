@@ -7,8 +7,8 @@ from dagster import DagsterRun, asset, materialize
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from optima_pipelines.ops.metrics import build_registry
-from optima_pipelines.ops.records import record_feed_sync, record_reaggregation
+from optima_pipelines.operations.metrics import build_registry
+from optima_pipelines.operations.records import record_feed_sync, record_reaggregation
 
 
 @asset

@@ -22,7 +22,7 @@ from optima_pipelines.db.urls import dagster_storage_url, masked, parse_url, wit
 from optima_pipelines.settings import Settings, load_settings
 from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the package: ops/ is one below it
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the package: operations/ is one below it
 EMBEDDED_DATABASE = "optima"
 
 

@@ -1,20 +1,20 @@
 """The re-aggregation planner: which (cabinet, day) partitions of which РНП tables a set of feed
 changes makes stale, and how they are batched into runs. Free of Dagster (a test holds it to that):
 sensors/rnp.py reads the event log and turns these plans into RunRequests; the nightly merge's plan
-is built here from what it read in the warehouse.
+is built here from what it reads in the warehouse (``plan_merge_sync``, ``sql/days_to_heal.sql``).
 
-Which days, following DESIGN.md §2 and the event contract in docs/ARCHITECTURE.md:
+Which days, following DESIGN.md §2 and the change record (``changes.FeedChange``, docs/ARCHITECTURE.md):
 
-| feed event | rollup | days recomputed |
+| feed change | rollup | days recomputed |
 |---|---|---|
 | wb_orders / wb_sales, scheduled sync | rnp_sales | each materialized partition's day: the Moscow days of the orders and sales written |
 | wb_orders with ``finance_days`` | rnp_finance | the partition's day and its ``finance_days``: report lines of these orders move from there to the orders' day |
 | wb_orders / wb_sales, user import | rnp_sales | each materialized day: an import reports every day of [dateFrom, today] and every other day it touched |
-| wb_report_lines, finance sync or report import | rnp_finance | the event's ``affected_days`` (the days of the lines' source orders) and the partition's own day |
+| wb_report_lines, finance sync or report import | rnp_finance | the change's ``affected_days`` (the days of the lines' source orders) and the partition's own day |
 | ad_campaign_stats | rnp_ads | each materialized day |
 | rnp_funnel_stats, stocks | (merge only) | each materialized day |
 
-The finance event's own day is recomputed too: a line whose source order arrived after it was
+The finance change's own day is recomputed too: a line whose source order arrived after it was
 first loaded moves from its own day to the order's, and the day it left must lose it. The other way
 round, an order that arrives after its report lines (or whose day changes) names in ``finance_days``
 the days its lines leave: rnp_finance of those and of the order's day is recomputed.
@@ -37,10 +37,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from typing import Any
 
+import psycopg
+
+from optima_pipelines.changes import FeedChange
+from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import InvalidInput
-from optima_pipelines.sync.changes import DayChange
+from optima_pipelines.warehouse.table_partitions import covered_days, list_partitions
 
 ROLLUPS = ("rnp_sales", "rnp_ads", "rnp_finance")
 MART = "rnp_daily"
@@ -68,35 +71,17 @@ MAX_PARTITIONS_PER_RUN = 5000
 MERGE_WINDOW_DAYS = 3
 HEAL_DAYS = 90
 
-
-# --- events and days ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FeedEvent:
-    """A materialization of one feed partition: "rows of this day changed"."""
-
-    feed: str
-    cabinet_id: str
-    day: date
-    affected_days: tuple[date, ...] = ()
-    trigger: str | None = None
-    #: wb_orders: days that report lines of these orders leave for the partition's day.
-    finance_days: tuple[date, ...] = ()
+#: The text of ``mart/sql/<name>.sql``.
+statement = SqlFiles(__file__)
 
 
-def feed_event(feed: str, cabinet_id: str, day: date, metadata: Mapping[str, Any]) -> FeedEvent:
-    """A FeedEvent from a materialization of the feed's (cabinet, day) partition; raises InvalidInput
-    naming what is wrong."""
-    if feed not in FEED_ROLLUP:
-        raise InvalidInput(f"{feed!r} is not a feed of the РНП (expected one of {', '.join(FEED_ROLLUP)})")
-    change = DayChange.from_metadata(metadata)
-    return FeedEvent(feed, cabinet_id, day, change.affected_days, change.trigger, change.finance_days)
+# --- changes and days --------------------------------------------------------------------------
 
 
-def days_to_recompute(event: FeedEvent) -> frozenset[date]:
-    """The Moscow days whose rollup this event makes stale: its own day and its affected_days."""
-    return frozenset({event.day, *event.affected_days})
+def days_to_recompute(change: FeedChange) -> frozenset[date]:
+    """The Moscow days whose rollup this change makes stale: its own day and its affected_days."""
+    assert change.day is not None, f"{change.feed} is not a cabinet × day feed"
+    return frozenset({change.day, *change.affected_days})
 
 
 #: (cabinet, day) → rollups to recompute there (empty: the merge only). The merge always runs.
@@ -111,24 +96,26 @@ class DayDemands:
     out_of_range: list[tuple[str, date]] = field(default_factory=list)
 
 
-def rollups_by_day(event: FeedEvent) -> dict[date, set[str]]:
-    """The rollups this event makes stale, per Moscow day (an empty set: the merge only)."""
-    rollup = FEED_ROLLUP[event.feed]
-    out: dict[date, set[str]] = {day: {rollup} if rollup else set() for day in days_to_recompute(event)}
-    if event.finance_days:  # report lines move from these days to the partition's (the orders') day
-        for day in (event.day, *event.finance_days):
+def rollups_by_day(change: FeedChange) -> dict[date, set[str]]:
+    """The rollups this change makes stale, per Moscow day (an empty set: the merge only)."""
+    rollup = FEED_ROLLUP[change.feed]
+    out: dict[date, set[str]] = {day: {rollup} if rollup else set() for day in days_to_recompute(change)}
+    if change.finance_days:  # report lines move from these days to the partition's (the orders') day
+        for day in (change.day, *change.finance_days):
+            assert day is not None
             out.setdefault(day, set()).add("rnp_finance")
     return out
 
 
-def demands_from_events(events: Iterable[FeedEvent], first_day: date, last_day: date) -> DayDemands:
+def demands_from_changes(changes: Iterable[FeedChange], first_day: date, last_day: date) -> DayDemands:
+    """What these changes of the РНП's feeds (FEED_ROLLUP) ask to recompute, within [first_day, last_day]."""
     result = DayDemands()
-    for event in events:
-        for day, rollups in rollups_by_day(event).items():
+    for change in changes:
+        for day, rollups in rollups_by_day(change).items():
             if not first_day <= day <= last_day:
-                result.out_of_range.append((event.cabinet_id, day))
+                result.out_of_range.append((change.cabinet_id, day))
                 continue
-            result.demands.setdefault((event.cabinet_id, day), set()).update(rollups)
+            result.demands.setdefault((change.cabinet_id, day), set()).update(rollups)
     return result
 
 
@@ -342,3 +329,51 @@ def merge_sync_demands(
     for pair in [(c, d) for c in cabinets for d in window if d >= first_day] + list(healed):
         demands[pair] = set(ROLLUPS)
     return demands
+
+
+def days_to_heal(conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date) -> list[tuple[str, date]]:
+    """(cabinet, day) pairs in [first, last] with orders but no rnp_daily rows, index probes only."""
+    rows = conn.execute(
+        statement("days_to_heal"),
+        {"cabinets": list(cabinets), "first": first, "last": last},
+    ).fetchall()
+    return [(c, d) for c, d in rows]
+
+
+def source_order_days(
+    conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date
+) -> list[tuple[str, date]]:
+    """(cabinet, day) of the source orders of the report lines of [first, last] (their own day) that
+    belong to another day: where those lines are placed (their attributed_day, migration 0015)."""
+    rows = conn.execute(
+        statement("source_order_days"),
+        {"cabinets": list(cabinets), "first": first, "last": last},
+    ).fetchall()
+    return [(c, d) for c, d in rows]
+
+
+@dataclass
+class MergeSyncPlan:
+    demands: Demands
+    healed: list[tuple[str, date]]
+
+
+def plan_merge_sync(conn: psycopg.Connection, cabinets: Sequence[str], today: date, first_day: date) -> MergeSyncPlan:
+    """Every rollup and the merge for the last MERGE_WINDOW_DAYS days of each cabinet, plus the
+    days of the last HEAL_DAYS with orders and no rnp_daily rows, plus the finance rollup of the
+    days where report lines of the window belong (their source orders' days): a line whose order
+    arrived after it leaves its own day and reaches its order's even if the sensor missed the
+    order's event. Days without a table partition are left out: their rows are dropped by design,
+    and would be "healed" every night."""
+    heal_from = max(first_day, today - timedelta(HEAL_DAYS - 1))
+    candidates = days_to_heal(conn, cabinets, heal_from, today) if cabinets else []
+    window_start = today - timedelta(MERGE_WINDOW_DAYS - 1)
+    placed = source_order_days(conn, cabinets, window_start, today) if cabinets else []
+    partitions = list_partitions(conn, MART)
+
+    def covered(pairs: list[tuple[str, date]]) -> list[tuple[str, date]]:
+        ok = covered_days(partitions, [d for _, d in pairs])
+        return [p for p, keep in zip(pairs, ok, strict=True) if keep and p[1] >= first_day]
+
+    healed = covered(candidates)
+    return MergeSyncPlan(merge_sync_demands(cabinets, today, first_day, healed, covered(placed)), healed)

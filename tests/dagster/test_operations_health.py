@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from optima_pipelines.db.migrate import head_revision
-from optima_pipelines.ops.health import WB_PING_HOSTS, check_wb, run_checks
+from optima_pipelines.operations.health import WB_PING_HOSTS, check_wb, run_checks
 from optima_pipelines.warehouse import cabinets
 from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 
@@ -176,7 +176,7 @@ def test_with_the_database_stopped_health_names_each_failed_part_within_its_budg
     from dagster import DagsterInstance
 
     from optima_pipelines.db.urls import dagster_storage_url
-    from optima_pipelines.ops.health import CHECK_BUDGET_SECONDS
+    from optima_pipelines.operations.health import CHECK_BUDGET_SECONDS
 
     parts = urlsplit(database_url)
     query = parse_qs(parts.query)

@@ -17,7 +17,7 @@ def captured():
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter(logs.LINE_FORMAT))
-    logger = logging.getLogger("optima_pipelines.test_ops_logs")
+    logger = logging.getLogger("optima_pipelines.test_operations_logs")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     yield logger, stream

@@ -5,9 +5,9 @@ Four processes (five with warm run workers), each an ``optima-pipelines serve ..
 - ``code-server``: Dagster's code server (gRPC) for the code location (with ``OPTIMA_RUN_LAUNCHER=spawn``
   it also starts a process per run).
 - ``daemon``: ``dagster-daemon`` (schedules, sensors, the run queue, run monitoring, backfills), its
-  sensor loop every second (``ops/daemon.py``).
-- ``webserver``: the Dagster UI behind basic auth (``ops/webserver.py``).
-- ``metrics``: ``/metrics`` and ``/health`` (``ops/server.py``).
+  sensor loop every second (``operations/daemon.py``).
+- ``webserver``: the Dagster UI behind basic auth (``operations/webserver.py``).
+- ``metrics``: ``/metrics`` and ``/health`` (``operations/server.py``).
 - ``run-worker`` (with the default ``OPTIMA_RUN_LAUNCHER=celery``): warm run workers taking runs from
   the broker instead of the code server starting a process per run (``orchestration/run_launcher.py``);
   any number of them, on any number of hosts.
@@ -64,9 +64,9 @@ def write_grpc_workspace(dagster_home: Path, host: str, port: int, location_name
 def code_server_argv(module: str, location_name: str, host: str, port: int, forkserver: bool = False) -> list[str]:
     if forkserver:
         # Issue 17's way (b), measured by bench/orchestration.py: `dagster api grpc` in a process of
-        # ours, its run workers forked from a preloaded forkserver (ops/forkserver_code_server.py).
+        # ours, its run workers forked from a preloaded forkserver (operations/forkserver_code_server.py).
         return [
-            sys.executable, "-m", "optima_pipelines.ops.forkserver_code_server", "-m", module,
+            sys.executable, "-m", "optima_pipelines.operations.forkserver_code_server", "-m", module,
             "--location-name", location_name, "-h", host, "-p", str(port), "--use-python-environment-entry-point",
         ]  # fmt: skip
     return [
@@ -89,8 +89,8 @@ def code_server_argv(module: str, location_name: str, host: str, port: int, fork
 
 
 def daemon_argv(workspace: Path) -> list[str]:
-    # dagster-daemon with its sensor loop every second (ops/daemon.py).
-    return [sys.executable, "-m", "optima_pipelines.ops.daemon", "run", "-w", str(workspace)]
+    # dagster-daemon with its sensor loop every second (operations/daemon.py).
+    return [sys.executable, "-m", "optima_pipelines.operations.daemon", "run", "-w", str(workspace)]
 
 
 #: Processes of one run worker (``serve run-worker``): as many as dagster.yaml's max_concurrent_runs,

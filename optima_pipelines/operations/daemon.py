@@ -1,4 +1,4 @@
-"""``python -m optima_pipelines.ops.daemon run -w WORKSPACE``: dagster-daemon, its sensor loop every second.
+"""``python -m optima_pipelines.operations.daemon run -w WORKSPACE``: dagster-daemon, its sensor loop every second.
 
 Dagster's sensor daemon wakes every 5 s (a constant, not a setting) and evaluates the sensors
 whose ``minimum_interval_seconds`` has passed. A user import waits for two sensor ticks (the

@@ -18,9 +18,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from optima_pipelines.ops.health import run_checks
-from optima_pipelines.ops.metrics import build_registry
-from optima_pipelines.ops.runtime import Deployment
+from optima_pipelines.operations.health import run_checks
+from optima_pipelines.operations.metrics import build_registry
+from optima_pipelines.operations.runtime import Deployment
 
 
 def create_app(dep: Deployment) -> Starlette:

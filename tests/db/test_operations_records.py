@@ -5,7 +5,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from optima_pipelines.errors import InvalidInput
-from optima_pipelines.ops.records import record_feed_sync, record_reaggregation
+from optima_pipelines.operations.records import record_feed_sync, record_reaggregation
 
 T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 

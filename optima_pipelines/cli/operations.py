@@ -14,8 +14,8 @@ import sys
 import click
 
 from optima_pipelines.errors import ConfigError
-from optima_pipelines.ops import processes
-from optima_pipelines.ops.runtime import open_deployment
+from optima_pipelines.operations import processes
+from optima_pipelines.operations.runtime import open_deployment
 from optima_pipelines.settings import run_launcher_choice
 
 CODE_SERVER_DEFAULT = f"{processes.CODE_SERVER_HOST}:{processes.CODE_SERVER_PORT}"
@@ -24,7 +24,7 @@ METRICS_PORT_DEFAULT = 9464
 
 def auth_banner(user: str | None, password: str | None) -> str:
     """One line saying whether the UI asks for a login; raises ConfigError when half-configured."""
-    from optima_pipelines.ops.webserver import Credentials
+    from optima_pipelines.operations.webserver import Credentials
 
     credentials = Credentials.from_settings(user, password)
     if credentials is None:
@@ -99,7 +99,7 @@ def run_worker_cmd(module: str, concurrency: int, name: str) -> None:
 @click.option("--path-prefix", default="", help="Serve the UI under this path (behind a proxy).")
 def webserver_cmd(host: str, port: int, code_server: str, wait: int, path_prefix: str) -> None:
     """The Dagster UI, behind HTTP basic auth when OPTIMA_UI_USER and OPTIMA_UI_PASSWORD are set."""
-    from optima_pipelines.ops import webserver
+    from optima_pipelines.operations import webserver
     from optima_pipelines.settings import load_settings
 
     settings = load_settings()
@@ -122,7 +122,7 @@ def webserver_cmd(host: str, port: int, code_server: str, wait: int, path_prefix
 @click.option("--port", default=METRICS_PORT_DEFAULT, show_default=True, type=int)
 def metrics_cmd(host: str, port: int) -> None:
     """Serve /metrics (Prometheus) and /health for this deployment."""
-    from optima_pipelines.ops import server
+    from optima_pipelines.operations import server
 
     with open_deployment(migrate=False) as dep:
         dep.apply_env()
@@ -137,7 +137,7 @@ def health_cmd(wb: bool, as_json: bool) -> None:
     """Check the warehouse, Dagster's storage, the daemon and WB; exit 1 naming what failed."""
     from dagster import DagsterInstance
 
-    from optima_pipelines.ops.health import check_warehouse, run_checks
+    from optima_pipelines.operations.health import check_warehouse, run_checks
 
     with open_deployment(migrate=False) as dep:
         setup = check_warehouse(dep.database_url, dep.schema, dep.settings.dagster_schema)

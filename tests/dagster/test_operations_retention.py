@@ -13,8 +13,8 @@ from dagster import (
 )
 from dagster import job as dagster_job
 
-from optima_pipelines.ops.records import record_feed_sync
-from optima_pipelines.ops.retention import prune_runs_job, prune_successful_runs
+from optima_pipelines.operations.records import record_feed_sync
+from optima_pipelines.operations.retention import prune_runs_job, prune_successful_runs
 from optima_pipelines.resources.warehouse import Warehouse
 
 DAYS = StaticPartitionsDefinition(["d1", "d2", "d3"])

@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from optima_pipelines.errors import ConfigError
-from optima_pipelines.ops.webserver import BasicAuthMiddleware, Credentials
+from optima_pipelines.operations.webserver import BasicAuthMiddleware, Credentials
 
 CREDENTIALS = Credentials("ops", "pässword:with-colon")
 

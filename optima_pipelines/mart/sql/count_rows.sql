@@ -1,0 +1,4 @@
+-- The rows the pairs hold after the write.
+SELECT count(*) FROM unnest(%(cabinets)s::text[], %(days)s::date[]) AS k (cabinet_id, day)
+JOIN {table} t ON t.cabinet_id = k.cabinet_id AND t.day = k.day
+WHERE t.day BETWEEN %(first)s AND %(last)s
