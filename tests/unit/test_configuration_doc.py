@@ -48,7 +48,7 @@ def test_dagster_yaml_holds_the_settings_defaults(path):
 def test_run_workers_hold_as_many_processes_as_runs_at_once():
     """A run the queue lets through but no warm process takes waits in the broker: the run worker's default
     processes and the deploy files' --concurrency are OPTIMA_MAX_CONCURRENT_RUNS's default."""
-    from optima_pipelines.ops.processes import RUN_WORKER_CONCURRENCY
+    from optima_pipelines.operations.processes import RUN_WORKER_CONCURRENCY
 
     runs = int(default("OPTIMA_MAX_CONCURRENT_RUNS"))
     assert RUN_WORKER_CONCURRENCY == runs
