@@ -80,7 +80,12 @@ def daemon_cmd(code_server: str, wait: int) -> None:
 @click.option(
     "-c", "--concurrency", default=processes.RUN_WORKER_CONCURRENCY, show_default=True, type=int, help="Runs at once."
 )
-@click.option("--name", default="optima", show_default=True, help="Worker name (NAME@host): unique per host.")
+@click.option(
+    "--name",
+    default="optima",
+    show_default=True,
+    help="Worker name, unique per host: NAME (then NAME@<this host>) or NAME@HOST.",
+)
 def run_worker_cmd(module: str, concurrency: int, name: str) -> None:
     """Warm run workers (the default OPTIMA_RUN_LAUNCHER=celery): execute runs taken from the broker in processes
     that imported Dagster and the definitions once. Run as many as you like, on any host that reaches
