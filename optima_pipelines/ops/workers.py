@@ -31,11 +31,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
 from optima_pipelines.db.sqlfiles import SqlFiles
+
+T = TypeVar("T")
 
 load = SqlFiles(__file__)
 logger = logging.getLogger(__name__)
@@ -182,6 +185,14 @@ class Heartbeat:
         self._failing = False
         return True
 
+    def call(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        """``fn(connection)`` on the heartbeat's own connection (reopened if it broke), between beats:
+        a worker claims and releases its runs on it rather than opening a connection per run."""
+        with self._lock:
+            if self._conn is None or self._conn.closed or self._conn.broken:
+                self._conn = self._connect()
+            return fn(self._conn)
+
     @contextmanager
     def holding(self, run_id: str) -> Iterator[None]:
         """The worker holds ``run_id`` while inside (beaten at once on entry and exit)."""
@@ -327,10 +338,10 @@ def claim_of(conn: psycopg.Connection, run_id: str) -> ClaimState | None:
     return None
 
 
-def prune_claims(conn: psycopg.Connection, older_than: timedelta) -> int:
-    """Delete the released claims older than ``older_than`` (the nightly prune_runs job)."""
+def prune_claims(conn: psycopg.Connection, claimed_before: datetime) -> int:
+    """Delete the released claims made before ``claimed_before`` (the nightly prune_runs job)."""
     return conn.execute(
-        "DELETE FROM run_claims WHERE released_at IS NOT NULL AND claimed_at < now() - %s", (older_than,)
+        "DELETE FROM run_claims WHERE released_at IS NOT NULL AND claimed_at < %s", (claimed_before,)
     ).rowcount
 
 

@@ -483,8 +483,7 @@ def execute_run(run_id: str) -> int:
         return 0
     beat = heartbeat()
     with beat.holding(run_id):
-        with claims_connection(f"optima run worker {beat.name}") as conn:
-            refused = workers.claim_run(conn, run_id, run.root_run_id or run_id, beat.id)
+        refused = beat.call(lambda conn: workers.claim_run(conn, run_id, run.root_run_id or run_id, beat.id))
         if refused is not None:
             _not_executed(instance, run, refused)
             return 0
@@ -492,8 +491,7 @@ def execute_run(run_id: str) -> int:
             return _execute_claimed(instance, run_id)
         finally:
             ended = instance.get_run_by_id(run_id)
-            with claims_connection(f"optima run worker {beat.name}") as conn:
-                workers.release_run(conn, run_id, _outcome(ended.status if ended else None))
+            beat.call(lambda conn: workers.release_run(conn, run_id, _outcome(ended.status if ended else None)))
 
 
 def _execute_claimed(instance: DagsterInstance, run_id: str) -> int:
