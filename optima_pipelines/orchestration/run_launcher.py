@@ -287,7 +287,11 @@ class WarmRunLauncher(RunLauncher):
         run = self.instance.get_run_by_id(run_id)
         if run is None or run.is_finished:
             return False
-        claim = self.claim(run_id)
+        try:
+            claim = self.claim(run_id)
+        except Exception as exc:  # the claims cannot be read now: terminate as if no worker claimed it
+            logger.warning("run %s's claim could not be read: %s: %s", run_id, exc.__class__.__name__, exc)
+            claim = None
         if claim is not None and claim.released_at is None and not claim.alive():
             # Nothing executes it any more: no worker would ever see CANCELING.
             self.instance.report_run_canceled(run, message=f"Canceled: {claim.why_dead()}.")

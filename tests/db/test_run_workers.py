@@ -162,3 +162,22 @@ def test_the_broker_check_names_an_unreachable_broker_without_its_password(monke
     assert "s3cret" not in status.detail
     monkeypatch.setenv("OPTIMA_RUN_LAUNCHER", "spawn")
     assert workers.broker_reachable().ok
+
+
+def test_terminating_a_run_whose_worker_died_cancels_it_at_once(
+    warehouse_conn, database_url, optima_env, dagster_instance
+):
+    """Nothing executes it any more, so nothing would ever see CANCELING: it is canceled now, not after
+    the cancel timeout (issue 37: a dead host's run held its cabinet until terminated, then 180 s more)."""
+    beat = heartbeat(database_url, optima_env, "run-worker-1@gone", 77)
+    run = dagster_instance.add_run(DagsterRun(job_name="j", run_id=str(uuid.uuid4()), status=DagsterRunStatus.STARTED))
+    try:
+        with beat.holding(run.run_id):
+            assert workers.claim_run(warehouse_conn, run.run_id, run.run_id, beat.id) is None
+        age(warehouse_conn, beat, 30)
+        assert dagster_instance.run_launcher.terminate(run.run_id)
+    finally:
+        beat.stop()
+    assert dagster_instance.get_run_by_id(run.run_id).status == DagsterRunStatus.CANCELED
+    canceled = [e.message for e in dagster_instance.all_logs(run.run_id) if "Canceled:" in e.message]
+    assert canceled and "run-worker-1@gone (pid 77)" in canceled[0], canceled
