@@ -181,3 +181,49 @@ def test_terminating_a_run_whose_worker_died_cancels_it_at_once(
     assert dagster_instance.get_run_by_id(run.run_id).status == DagsterRunStatus.CANCELED
     canceled = [e.message for e in dagster_instance.all_logs(run.run_id) if "Canceled:" in e.message]
     assert canceled and "run-worker-1@gone (pid 77)" in canceled[0], canceled
+
+
+def test_a_run_worker_refuses_to_start_without_what_its_runs_need(optima_env, warehouse_conn, secret_key, tmp_path):
+    """Started without the token key (or with another deployment's), the database or the broker, a run
+    worker would take runs that all fail: it refuses, in one line naming what is missing."""
+    import os
+    import subprocess
+    import sys
+
+    from cryptography.fernet import Fernet
+
+    from optima_pipelines.warehouse.cabinets import add_cabinet
+    from optima_pipelines.warehouse.secrets import TokenCipher
+
+    add_cabinet(warehouse_conn, TokenCipher(secret_key.encode()), "c1", "C1", "eyJhbGciOiJFUzI1NiJ9.eyJzIjoxfQ.c2ln")
+    state = tmp_path / "elsewhere"  # another host's state folder: no secret.key in it
+    without_key = {k: v for k, v in os.environ.items() if k != "OPTIMA_SECRET_KEY"} | {"OPTIMA_STATE_DIR": str(state)}
+    cases = {
+        "no usable token key: OPTIMA_SECRET_KEY is not set and ": without_key,
+        "the token key (OPTIMA_SECRET_KEY or secret.key) does not decrypt cabinet c1's WB token": {
+            **os.environ,
+            "OPTIMA_SECRET_KEY": Fernet.generate_key().decode(),
+        },
+        "database: cannot connect to PostgreSQL at 127.0.0.1:9/": {
+            **os.environ,
+            "OPTIMA_DATABASE_URL": "postgresql://postgres@127.0.0.1:9/optima",
+        },
+        "broker redis://127.0.0.1:9/0 unreachable: ": {
+            **os.environ,
+            "OPTIMA_RUN_WORKER_BROKER_URL": "redis://127.0.0.1:9/0",
+        },
+    }
+    for expected, env in cases.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "optima_pipelines.cli", "serve", "run-worker", "--name", "refused"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: the run worker does not start: "), done.stderr
+        assert expected in lines[0], lines[0]
+    assert warehouse_conn.execute("SELECT count(*) FROM run_workers").fetchone() == (0,)
+    assert not (state / "secret.key").exists()  # no key of its own was made up
