@@ -16,6 +16,7 @@ import click
 
 from optima_pipelines.cli.operations import METRICS_PORT_DEFAULT, auth_banner
 from optima_pipelines.operations import processes
+from optima_pipelines.operations.daemon import refuse_if_running
 from optima_pipelines.operations.runtime import open_deployment
 from optima_pipelines.settings import run_launcher_choice
 
@@ -71,8 +72,9 @@ def _raise_stop(_signum, _frame):  # type: ignore[no-untyped-def]
     "--run-workers",
     default=1,
     show_default=True,
-    type=click.IntRange(1, 16),
-    help="How many run worker processes (`serve run-worker`) to start (none with OPTIMA_RUN_LAUNCHER=spawn).",
+    type=click.IntRange(0, 16),
+    help="How many run worker processes (`serve run-worker`) to start (none with OPTIMA_RUN_LAUNCHER=spawn; "
+    "0: none here, they run elsewhere).",
 )
 def dev_cmd(host: str, port: int, metrics_port: int, module: str, run_workers: int) -> None:
     """Run the Dagster UI, the daemon, the code server and the metrics process (Ctrl-C stops all);
@@ -81,6 +83,8 @@ def dev_cmd(host: str, port: int, metrics_port: int, module: str, run_workers: i
     launcher = run_launcher_choice()
     with open_deployment() as dep:
         auth_banner(dep.settings.ui_user, dep.settings.ui_password)  # fails early when half-configured
+        refuse_if_running(dep.storage_url)  # one daemon per storage (operations/daemon.py): before anything starts
+        dep.cipher()  # the token key exists (the state folder's, made once) before the run workers ask for it
         code_server = f"{processes.CODE_SERVER_HOST}:{_free_port()}"
         env = dep.child_env()
         click.echo(f"database: {dep.masked_url()} (environment {dep.settings.env})")
@@ -98,7 +102,9 @@ def dev_cmd(host: str, port: int, metrics_port: int, module: str, run_workers: i
                 [*cli, "serve", "webserver", "--host", host, "--port", str(port), "--code-server", code_server],
             ),
         ]
-        if launcher == "celery":
+        if launcher == "celery" and run_workers == 0:
+            click.echo("run launcher: celery, no run worker here: start `optima-pipelines serve run-worker`")
+        elif launcher == "celery":
             # The run queue's slots shared among the workers: every run the queue lets through finds a
             # warm process at once.
             per_worker = -(-processes.RUN_WORKER_CONCURRENCY // run_workers)

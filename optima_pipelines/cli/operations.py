@@ -13,9 +13,10 @@ import sys
 
 import click
 
-from optima_pipelines.errors import ConfigError
+from optima_pipelines.errors import ConfigError, DatabaseUnavailable
 from optima_pipelines.operations import processes
-from optima_pipelines.operations.runtime import open_deployment
+from optima_pipelines.operations.daemon import refuse_if_running
+from optima_pipelines.operations.runtime import Deployment, open_deployment
 from optima_pipelines.settings import run_launcher_choice
 
 CODE_SERVER_DEFAULT = f"{processes.CODE_SERVER_HOST}:{processes.CODE_SERVER_PORT}"
@@ -57,6 +58,7 @@ def daemon_cmd(code_server: str, wait: int) -> None:
     """dagster-daemon: schedules, sensors, the run queue, run monitoring and backfills."""
     host, port = processes.parse_address(code_server)
     with open_deployment(migrate=False) as dep:
+        refuse_if_running(dep.storage_url)  # one daemon per storage: say so now, not after the wait
         env = dep.child_env()
         workspace = processes.write_grpc_workspace(dep.dagster_home, host, port)
         if run_launcher_choice(env) == "celery":
@@ -78,7 +80,12 @@ def daemon_cmd(code_server: str, wait: int) -> None:
 @click.option(
     "-c", "--concurrency", default=processes.RUN_WORKER_CONCURRENCY, show_default=True, type=int, help="Runs at once."
 )
-@click.option("--name", default="optima", show_default=True, help="Worker name (NAME@host): unique per host.")
+@click.option(
+    "--name",
+    default="optima",
+    show_default=True,
+    help="Worker name, unique per host: NAME (then NAME@<this host>) or NAME@HOST.",
+)
 def run_worker_cmd(module: str, concurrency: int, name: str) -> None:
     """Warm run workers (the default OPTIMA_RUN_LAUNCHER=celery): execute runs taken from the broker in processes
     that imported Dagster and the definitions once. Run as many as you like, on any host that reaches
@@ -87,8 +94,49 @@ def run_worker_cmd(module: str, concurrency: int, name: str) -> None:
 
     with open_deployment(migrate=False) as dep:
         env = {**dep.child_env(), "OPTIMA_RUN_WORKER_PRELOAD": module}
+        run_worker_ready(dep, env)
         prepare_broker(env)
         sys.exit(processes.run_child(processes.run_worker_argv(concurrency, name), env))
+
+
+def run_worker_ready(dep: Deployment, env: dict[str, str]) -> None:
+    """A run worker takes runs only if it can execute them: the database answers and is migrated, the
+    token key is there and reads the cabinets' tokens, the broker answers. Raises ConfigError, one
+    line naming what is missing (a worker without the key would take runs that then all fail)."""
+    from optima_pipelines.db.migrate import current_revision, head_revision
+    from optima_pipelines.operations.workers import broker_reachable
+    from optima_pipelines.warehouse.cabinets import get_token
+    from optima_pipelines.warehouse.secrets import TokenCipher, load_key
+
+    def refuse(what: str) -> ConfigError:
+        return ConfigError(f"the run worker does not start: {what}")
+
+    try:
+        with dep.connect() as conn:
+            conn.execute("SELECT 1")
+            current, head = current_revision(dep.database_url, dep.schema), head_revision()
+            if current != head:
+                raise refuse(f"schema {dep.schema} is at migration {current}, the code at {head}: run `db upgrade`")
+            try:
+                cipher = TokenCipher(load_key(dep.settings, create=False))
+            except ConfigError as exc:
+                raise refuse(f"no usable token key: {exc}") from None
+            row = conn.execute(
+                "SELECT id FROM cabinets WHERE wb_token_encrypted IS NOT NULL ORDER BY status <> 'active', id LIMIT 1"
+            ).fetchone()
+            if row is not None:
+                try:
+                    get_token(conn, cipher, row[0])
+                except ConfigError:
+                    raise refuse(
+                        f"the token key (OPTIMA_SECRET_KEY or secret.key) does not decrypt cabinet {row[0]}'s WB "
+                        "token: it is not this deployment's key"
+                    ) from None
+    except DatabaseUnavailable as exc:
+        raise refuse(f"database: {exc}") from None
+    broker = broker_reachable(env)
+    if not broker.ok:
+        raise refuse(broker.detail)
 
 
 @serve_group.command("webserver")

@@ -1,4 +1,5 @@
-"""Health checks: the warehouse, Dagster's storage, the daemon's heartbeats and WB's ``/ping``.
+"""Health checks: the warehouse, Dagster's storage, the daemon's heartbeats, the run workers' heartbeats,
+the broker and WB's ``/ping``.
 
 Used by ``optima-pipelines health`` (exit 1 naming what failed) and the metrics process's
 ``/health`` route (503 with the same report). Each check returns a :class:`Check`; none raises.
@@ -6,10 +7,15 @@ The database checks run side by side, each within ``CHECK_BUDGET_SECONDS`` (a pr
 that has not answered by then fails as "no answer within N s" (Dagster's storage alone retries a
 refused connection for about 6 s), so a dead database is named in seconds, not tens of seconds.
 
-WB allows 3 ``/ping`` calls per 30 s per host. Every ping any process makes is logged in
+With the warm run workers (``OPTIMA_RUN_LAUNCHER=celery``), ``run workers`` fails when no run worker
+process beat within ``workers.ALIVE_WITHIN_SECONDS`` (naming those that stopped), and ``broker`` when
+the broker does not answer (operations/workers.py).
+
+WB's ``/ping`` is asked on the URL the WB client uses for each category (wb/config.py: WB's host,
+or ``{OPTIMA_WB_BASE_URL}/{category}`` for the simulator). WB allows 3 ``/ping`` calls per 30 s per host. Every ping any process makes is logged in
 ``ops_wb_pings``; a check reuses an answer younger than ``PING_REUSE_SECONDS`` instead of asking
 again, under a per-host advisory lock, so all health checkers together stay at 2 pings per 30 s
-per host at most, whatever polls them.
+per host at most, whatever polls them (``ops_wb_pings.host`` holds the category).
 """
 
 from __future__ import annotations
@@ -27,21 +33,14 @@ from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import current_revision, head_revision
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.logs import redact, register_secret
+from optima_pipelines.operations import workers
+from optima_pipelines.settings import run_launcher_choice
 from optima_pipelines.warehouse.cabinets import get_token
 from optima_pipelines.warehouse.secrets import TokenCipher
+from optima_pipelines.wb.config import CATEGORIES, WB_HOSTS, WbConfig
 
-#: WB category hosts our syncs and engines talk to (wb-api.md §1.1); each has its own /ping.
-WB_PING_HOSTS: tuple[str, ...] = (
-    "statistics-api",
-    "finance-api",
-    "advert-api",
-    "seller-analytics-api",
-    "content-api",
-    "discounts-prices-api",
-    "feedbacks-api",
-    "supplies-api",
-    "common-api",
-)
+#: The WB API categories our syncs and engines talk to (wb/config.py; wb-api.md §1.1): each host has its /ping.
+WB_PING_CATEGORIES: tuple[str, ...] = CATEGORIES
 PING_REUSE_SECONDS = 15
 PING_TIMEOUT_SECONDS = 5.0
 #: How long each database check may take (connect, statements, Dagster's storage calls).
@@ -137,11 +136,11 @@ def check_daemon(instance: Callable[[], Any]) -> Check:
     return _guard("daemon", run)
 
 
-def ping_url(host: str, base_url: str | None) -> str:
-    """WB's address for a host's /ping, or the simulator's (OPTIMA_WB_BASE_URL, path-prefixed by host)."""
-    if base_url:
-        return f"{base_url.rstrip('/')}/{host}/ping"
-    return f"https://{host}.wildberries.ru/ping"
+def ping_url(category: str, base_url: str | None) -> str:
+    """The /ping of a WB category, at the URL the WB client uses for it: WB's host, or the simulator's
+    ``{OPTIMA_WB_BASE_URL}/{category}``."""
+    config = WbConfig.for_base_url(base_url) if base_url else WbConfig(base_urls=WB_HOSTS)
+    return config.url(category, "/ping")
 
 
 def _ping_once(client: httpx.Client, url: str, token: str) -> tuple[bool, str]:
@@ -175,10 +174,10 @@ def check_wb(
     cipher: TokenCipher,
     base_url: str | None,
     *,
-    hosts: Sequence[str] = WB_PING_HOSTS,
+    categories: Sequence[str] = WB_PING_CATEGORIES,
     client: httpx.Client | None = None,
 ) -> list[Check]:
-    """Ping each WB host with the token of the first active cabinet, reusing recent answers."""
+    """Ping each WB category with the token of the first active cabinet, reusing recent answers."""
 
     def run() -> list[Check]:
         checks: list[Check] = []
@@ -192,31 +191,63 @@ def check_wb(
             if found is None:
                 return [Check("wb", True, "skipped: no active cabinet has a token to ping with")]
             cabinet_id, token = found
-            for host in hosts:
+            for category in categories:
                 with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"optima:wb-ping:{host}",))
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"optima:wb-ping:{category}",))
                     recent = conn.execute(
                         "SELECT ok, detail, extract(epoch FROM now() - pinged_at) FROM ops_wb_pings "
                         "WHERE host = %s AND pinged_at > now() - make_interval(secs => %s) "
                         "ORDER BY pinged_at DESC LIMIT 1",
-                        (host, PING_REUSE_SECONDS),
+                        (category, PING_REUSE_SECONDS),
                     ).fetchone()
                     if recent is not None:
                         ok, detail, age = recent
-                        checks.append(Check(f"wb {host}", ok, f"{detail} ({age:.0f} s ago)"))
+                        checks.append(Check(f"wb {category}", ok, f"{detail} ({age:.0f} s ago)"))
                         continue
-                    ok, detail = _ping_once(http, ping_url(host, base_url), token)
-                    conn.execute("INSERT INTO ops_wb_pings (host, ok, detail) VALUES (%s, %s, %s)", (host, ok, detail))
+                    ok, detail = _ping_once(http, ping_url(category, base_url), token)
                     conn.execute(
-                        "DELETE FROM ops_wb_pings WHERE host = %s AND pinged_at < now() - interval '1 hour'", (host,)
+                        "INSERT INTO ops_wb_pings (host, ok, detail) VALUES (%s, %s, %s)", (category, ok, detail)
                     )
-                    checks.append(Check(f"wb {host}", ok, f"{detail} (token of cabinet {cabinet_id})"))
+                    conn.execute(
+                        "DELETE FROM ops_wb_pings WHERE host = %s AND pinged_at < now() - interval '1 hour'",
+                        (category,),
+                    )
+                    checks.append(Check(f"wb {category}", ok, f"{detail} (token of cabinet {cabinet_id})"))
         return checks
 
     try:
         return run()
     except Exception as exc:  # a health check reports, it never crashes its caller
         return [_failure("wb", exc)]
+
+
+def check_run_workers(database_url: str, schema: str, within: float = workers.ALIVE_WITHIN_SECONDS) -> Check:
+    """At least one run worker process beat within ``within`` seconds; failing, the workers that stopped."""
+
+    def run() -> Check:
+        with connect(database_url, schema, connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
+            conn.execute("SELECT set_config('statement_timeout', %s, false)", (str(int(CHECK_BUDGET_SECONDS * 1000)),))
+            alive = workers.alive_run_workers(conn, within)
+            stopped = workers.stopped_run_workers(conn, within)
+        if alive:
+            names = sorted({w.name for w in alive})
+            return Check("run workers", True, f"{len(alive)} processes of {', '.join(names)} beating")
+        if not stopped:
+            return Check(
+                "run workers", False, "no run worker has ever beaten: is `optima-pipelines serve run-worker` running?"
+            )
+        return Check(
+            "run workers",
+            False,
+            f"no run worker beat within {within:g} s; stopped: {workers.describe_stopped(stopped)}",
+        )
+
+    return _guard("run workers", run)
+
+
+def check_broker() -> Check:
+    status = workers.broker_reachable()
+    return Check("broker", status.ok, status.detail)
 
 
 def within_budget(checks: dict[str, Callable[[], Check]], budget: float = CHECK_BUDGET_SECONDS) -> list[Check]:
@@ -245,17 +276,23 @@ def run_checks(
     wb: bool = True,
     wb_client: httpx.Client | None = None,
     budget: float = CHECK_BUDGET_SECONDS,
+    run_workers: bool | None = None,
 ) -> list[Check]:
     """Every check. ``instance`` returns the Dagster instance (called inside the checks' budget: on
-    a dead database even building one waits on Dagster's connection retries)."""
-    checks = within_budget(
-        {
-            "warehouse": lambda: check_warehouse(database_url, schema, dagster_schema),
-            "dagster storage": lambda: check_dagster_storage(instance),
-            "daemon": lambda: check_daemon(instance),
-        },
-        budget,
-    )
+    a dead database even building one waits on Dagster's connection retries). ``run_workers`` (the
+    run workers' heartbeat and the broker) defaults to whether the warm run workers execute the runs
+    (``OPTIMA_RUN_LAUNCHER=celery``)."""
+    parts: dict[str, Callable[[], Check]] = {
+        "warehouse": lambda: check_warehouse(database_url, schema, dagster_schema),
+        "dagster storage": lambda: check_dagster_storage(instance),
+        "daemon": lambda: check_daemon(instance),
+    }
+    if run_workers is None:
+        run_workers = run_launcher_choice() == "celery"
+    if run_workers:
+        parts["run workers"] = lambda: check_run_workers(database_url, schema)
+        parts["broker"] = check_broker
+    checks = within_budget(parts, budget)
     if wb:
         checks += check_wb(database_url, schema, cipher, base_url, client=wb_client)
     return checks

@@ -44,6 +44,7 @@ from psycopg import sql
 
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.sqlfiles import SqlFiles
+from optima_pipelines.operations import workers
 from optima_pipelines.operations.records import METRIC_FAMILIES, metric_family
 from optima_pipelines.orchestration.queues import (
     ASSET_QUEUES,
@@ -53,6 +54,7 @@ from optima_pipelines.orchestration.queues import (
     TAG_QUEUE,
     TAG_SKIPPED,
 )
+from optima_pipelines.settings import run_launcher_choice
 from optima_pipelines.warehouse.cabinets import STATUSES as CABINET_STATUSES
 
 load = SqlFiles(__file__)
@@ -111,6 +113,8 @@ class OptimaCollector(Collector):
         self._seen: dict[str, datetime] = {}
         self._durations: dict[str, _Histogram] = {}
         self._finished: dict[tuple[str, str], int] = {}
+        #: The warm run workers execute the runs: their heartbeat and the broker are reported.
+        self._run_workers = run_launcher_choice() == "celery"
 
     def _sql(self, name: str) -> sql.Composed:
         return sql.SQL(load(name)).format(  # type: ignore[arg-type]
@@ -141,6 +145,8 @@ class OptimaCollector(Collector):
                 families += self._collect_reaggregation(conn)
                 families += self._collect_cabinets(conn)
                 families += self._collect_sweeps(conn)
+                if self._run_workers:
+                    families += self._collect_run_workers(conn)
             except Exception as exc:
                 # Never a half-read scrape that looks like "all zero": report the failure instead.
                 logger.warning("metrics scrape failed: %s: %s", exc.__class__.__name__, exc)
@@ -332,6 +338,26 @@ class OptimaCollector(Collector):
         for (queue, outcome), n in sorted(counts.items()):
             cabinets.add_metric([queue, outcome], n)
         return [cabinets]
+
+    def _collect_run_workers(self, conn: psycopg.Connection) -> list[Metric]:
+        beats = workers.alive_run_workers(conn)
+        alive = GaugeMetricFamily(
+            "optima_run_workers_alive",
+            f"Run workers (serve run-worker) with a process that beat within {workers.ALIVE_WITHIN_SECONDS:g} s",
+            value=len({b.name for b in beats}),
+        )
+        processes = GaugeMetricFamily(
+            "optima_run_worker_processes_alive",
+            "Run worker processes (each executes one run at a time) that beat within "
+            f"{workers.ALIVE_WITHIN_SECONDS:g} s",
+            value=len(beats),
+        )
+        broker = GaugeMetricFamily(
+            "optima_broker_reachable",
+            "1 if the run workers' broker answered this scrape",
+            value=1 if workers.broker_reachable().ok else 0,
+        )
+        return [alive, processes, broker]
 
 
 def build_registry(database_url: str, warehouse_schema: str, dagster_schema: str) -> tuple[CollectorRegistry, Any]:

@@ -100,10 +100,12 @@ RUN_WORKER_CONCURRENCY = 8
 
 def run_worker_argv(concurrency: int, name: str) -> list[str]:
     """A warm run worker (the default launcher, celery): a Celery prefork worker whose processes
-    imported Dagster and the definitions once (orchestration/run_launcher.py)."""
+    imported Dagster and the definitions once (orchestration/run_launcher.py). Its node name is
+    ``NAME@<this host>``, or ``name`` itself when it names a host (``NAME@HOST``)."""
+    node = name if "@" in name else f"{name}@%h"
     return [
         sys.executable, "-m", "celery", "-A", "optima_pipelines.orchestration.run_workers", "worker",
-        "--pool", "prefork", "--concurrency", str(concurrency), "--hostname", f"{name}@%h",
+        "--pool", "prefork", "--concurrency", str(concurrency), "--hostname", node,
         "--queues", "optima-runs", "--prefetch-multiplier", "1", "-O", "fair", "--loglevel", "INFO",
         # Gossip, mingle and the heartbeat are broadcasts between workers: nothing here uses them,
         # and the SQLAlchemy transport cannot carry them.

@@ -35,6 +35,7 @@ from dagster import (
     op,
 )
 
+from optima_pipelines.operations import workers
 from optima_pipelines.orchestration.cadences import cadence, schedule_status
 from optima_pipelines.orchestration.queues import MAINTENANCE, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
@@ -101,7 +102,8 @@ def prune_ops_history(warehouse: Warehouse, finished_before: datetime) -> int:
         feeds = conn.execute("DELETE FROM ops_feed_syncs WHERE finished_at < %s", (finished_before,)).rowcount
         reaggs = conn.execute("DELETE FROM ops_reaggregations WHERE finished_at < %s", (finished_before,)).rowcount
         sweeps = conn.execute("DELETE FROM sweep_outcomes WHERE finished_at < %s", (finished_before,)).rowcount
-    return feeds + reaggs + sweeps
+        claims = workers.prune_claims(conn, finished_before)
+    return feeds + reaggs + sweeps + claims
 
 
 class PruneRunsConfig(Config):

@@ -21,6 +21,9 @@ LANE_SCHEDULED = "scheduled"
 TAG_SERIAL_QUEUE = "optima/serial-queue"  # queues that run one at a time
 TAG_REQUEST_ID = "optima/request-id"  # the request row a run serves
 TAG_TRIGGER = "optima/trigger"  # schedule | sensor | user | backfill | manual
+#: On a retry a run worker did not execute because the run it retries still executed or succeeded
+#: (orchestration/run_launcher.py): that run's id. The run is canceled; the run it names serves its request.
+TAG_NOT_EXECUTED = "optima/not-executed"
 TAG_PRIORITY = "dagster/priority"
 #: Set on a run that ended without doing its work, with the reason (counted by /metrics).
 TAG_SKIPPED = "optima/skipped"

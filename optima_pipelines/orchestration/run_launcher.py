@@ -21,11 +21,15 @@ broker (the SQLAlchemy transport has no broadcast, so Celery's ``revoke`` cannot
 - termination from the UI: :meth:`WarmRunLauncher.terminate` marks the run CANCELING (or CANCELED when
   no worker took it yet); the worker executing it watches the run's status every second and interrupts
   its own run, which ends CANCELED as with the default launcher;
-- run monitoring: :meth:`WarmRunLauncher.check_run_worker_health` reads the task's state; a task
-  whose process died under a living worker is FAILURE (Celery's WorkerLostError), and a STARTED task
-  whose process on this host is gone (the whole worker killed) is reported failed too, so the daemon
-  marks the run failed and dagster.yaml's run_retries re-queues it, as dead_run_sensor does for the
-  default launcher's workers;
+- at most one execution per run (issue 37): a worker claims a run's execution in PostgreSQL before it
+  starts it (``operations/workers.py``: ``run_claims``, under an advisory lock of the run's lineage), so a
+  redelivered task, a second launch of the run or a retry started while the first execution lives is
+  not executed (a retry is then canceled, naming the run that executes);
+- run monitoring: :meth:`WarmRunLauncher.check_run_worker_health` reads the run's claim and its
+  worker's heartbeat (``run_workers``, beaten every few seconds by each worker process), not the
+  broker's task state: a run whose worker stopped beating (killed, its host gone) is failed and
+  dagster.yaml's run_retries re-queues it once; a run whose broker lost its task state (a Redis
+  restart) still has a live claim and goes on;
 - graceful shutdown: stopping a run worker interrupts the runs it holds like stopping the code server
   does: they are marked failed by run monitoring and re-queued once.
 """
@@ -33,8 +37,8 @@ broker (the SQLAlchemy transport has no broadcast, so Celery's ``revoke`` cannot
 from __future__ import annotations
 
 import importlib
+import logging
 import os
-import socket
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -42,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from dagster import DagsterInstance, DagsterRunStatus, DefaultRunLauncher
 
+from optima_pipelines.operations import workers
 from optima_pipelines.orchestration.dagster_internals import (
     CheckRunHealthResult,
     ConfigurableClass,
@@ -52,9 +57,11 @@ from optima_pipelines.orchestration.dagster_internals import (
     WorkerStatus,
     registered_instance,
 )
-from optima_pipelines.settings import run_launcher_choice
+from optima_pipelines.orchestration.queues import TAG_NOT_EXECUTED
+from optima_pipelines.settings import load_settings, run_launcher_choice
 
 if TYPE_CHECKING:
+    import psycopg
     from celery import Celery
     from dagster import DagsterRun
 
@@ -67,6 +74,25 @@ CANCEL_POLL_SECONDS = 1.0
 #: The definitions module a run worker imports at start (``serve run-worker -m``).
 PRELOAD_ENV = "OPTIMA_RUN_WORKER_PRELOAD"
 BROKER_ENV = "OPTIMA_RUN_WORKER_BROKER_URL"
+
+logger = logging.getLogger(__name__)
+
+
+def claims_connection(application_name: str = "optima run claims") -> psycopg.Connection:
+    """A connection to the warehouse schema, where the run workers beat and claim their runs."""
+    from optima_pipelines.db.connection import connect
+    from optima_pipelines.errors import ConfigError
+
+    settings = load_settings()
+    if not settings.database_url:
+        raise ConfigError("OPTIMA_DATABASE_URL is not set: the run workers' heartbeat has no database")
+    return connect(
+        settings.database_url,
+        settings.warehouse_schema,
+        autocommit=True,
+        connect_timeout=5,
+        application_name=application_name,
+    )
 
 
 #: kombu's SQLAlchemy transport polling its table every 0.1 s instead of 1 s (a run's start waits for
@@ -217,6 +243,8 @@ class WarmRunLauncher(RunLauncher):
 
     def __init__(self) -> None:
         self.celery = make_celery_app()
+        self._claims_conn: psycopg.Connection | None = None
+        self._claims_lock = threading.Lock()
         super().__init__()
 
     @property
@@ -241,13 +269,36 @@ class WarmRunLauncher(RunLauncher):
 
         return run.tags.get(DAGSTER_CELERY_TASK_ID_TAG)
 
+    def claim(self, run_id: str) -> workers.ClaimState | None:
+        """The run's execution claim and its worker's heartbeat (one connection of the daemon's, reopened
+        when it breaks; a database error is raised: run monitoring then leaves the run as it is)."""
+        with self._claims_lock:
+            try:
+                if self._claims_conn is None or self._claims_conn.closed or self._claims_conn.broken:
+                    self._claims_conn = claims_connection("optima run monitoring")
+                return workers.claim_of(self._claims_conn, run_id)
+            except Exception:
+                if self._claims_conn is not None:
+                    self._claims_conn.close()
+                    self._claims_conn = None
+                raise
+
     def terminate(self, run_id: str) -> bool:
         run = self.instance.get_run_by_id(run_id)
         if run is None or run.is_finished:
             return False
+        try:
+            claim = self.claim(run_id)
+        except Exception as exc:  # the claims cannot be read now: terminate as if no worker claimed it
+            logger.warning("run %s's claim could not be read: %s: %s", run_id, exc.__class__.__name__, exc)
+            claim = None
+        if claim is not None and claim.released_at is None and not claim.alive():
+            # Nothing executes it any more: no worker would ever see CANCELING.
+            self.instance.report_run_canceled(run, message=f"Canceled: {claim.why_dead()}.")
+            return True
         task_id = self._task_id(run)
         state = self.celery.AsyncResult(task_id).state if task_id else "PENDING"
-        if state == "PENDING" and run.status in (DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING):
+        if claim is None and state == "PENDING" and run.status in (DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING):
             # No worker took it yet: when one does, Dagster sees CANCELED and does not start it.
             self.instance.report_run_canceled(run, message="Canceled before a run worker took it.")
             return True
@@ -260,9 +311,17 @@ class WarmRunLauncher(RunLauncher):
         return True
 
     def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
+        """A STARTED run's health from its claim: RUNNING while its worker beats and holds it, FAILED
+        once it stopped beating (or let the run go without its end). The broker's task state is read
+        only for a run no worker claimed (one started before the claims existed)."""
+        claim = self.claim(run.run_id)
+        if claim is not None:
+            if claim.alive():
+                return CheckRunHealthResult(WorkerStatus.RUNNING)
+            return CheckRunHealthResult(WorkerStatus.FAILED, claim.why_dead())
         task_id = self._task_id(run)
         if task_id is None:
-            return CheckRunHealthResult(WorkerStatus.UNKNOWN, "the run has no Celery task")
+            return CheckRunHealthResult(WorkerStatus.UNKNOWN, "the run has no Celery task and no worker claimed it")
         result = self.celery.AsyncResult(task_id)
         state = result.state
         if state == "SUCCESS":
@@ -270,37 +329,28 @@ class WarmRunLauncher(RunLauncher):
         if state in ("FAILURE", "REVOKED"):
             return CheckRunHealthResult(WorkerStatus.FAILED, f"the run worker's task ended {state}: {result.info!r}")
         if state == "STARTED":
-            info = result.info if isinstance(result.info, dict) else {}
-            if not task_process_alive(info.get("hostname"), info.get("pid")):
-                return CheckRunHealthResult(
-                    WorkerStatus.FAILED,
-                    f"the run worker process (pid {info.get('pid')} on {info.get('hostname')}) is gone",
-                )
             return CheckRunHealthResult(WorkerStatus.RUNNING)
-        return CheckRunHealthResult(WorkerStatus.UNKNOWN, f"task {state}")
+        return CheckRunHealthResult(WorkerStatus.UNKNOWN, f"task {state}, and no worker claimed the run")
 
     def get_run_worker_debug_info(self, run: DagsterRun, include_container_logs: bool | None = True) -> str | None:
+        try:
+            claim = self.claim(run.run_id)
+        except Exception as exc:
+            return f"its claim could not be read: {exc.__class__.__name__}"
+        if claim is not None:
+            state = "alive" if claim.alive() else claim.why_dead()
+            return f"claimed by {claim.worker()} at {claim.claimed_at:%Y-%m-%d %H:%M:%S %Z}: {state}"
         task_id = self._task_id(run)
         if task_id is None:
             return None
         result = self.celery.AsyncResult(task_id)
         return f"celery task {task_id}: {result.state} {result.info!r}"
 
-
-def task_process_alive(hostname: str | None, pid: int | None) -> bool:
-    """Whether the worker process of a STARTED task lives; True when that cannot be seen from here
-    (another host: its worker's parent reports a lost child as FAILURE itself)."""
-    import psutil
-
-    if not hostname or not pid:
-        return True
-    host = hostname.rpartition("@")[2]
-    if host not in (socket.gethostname(), "localhost"):
-        return True
-    try:
-        return psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+    def dispose(self) -> None:
+        with self._claims_lock:
+            if self._claims_conn is not None:
+                self._claims_conn.close()
+                self._claims_conn = None
 
 
 class OptimaRunLauncher(RunLauncher, ConfigurableClass):
@@ -361,6 +411,10 @@ class OptimaRunLauncher(RunLauncher, ConfigurableClass):
 # -- The run worker's side ---------------------------------------------------------------------------
 
 _worker_instance: DagsterInstance | None = None
+#: This worker's Celery node name (``run-worker-1@host``), set in the main process before it forks.
+_node_name: str | None = None
+#: This process's heartbeat, started when the process starts (``worker_process_init``).
+_heartbeat: workers.Heartbeat | None = None
 
 
 def _instance() -> DagsterInstance:
@@ -371,20 +425,86 @@ def _instance() -> DagsterInstance:
     return _worker_instance
 
 
+def _set_node_name(name: str) -> None:
+    global _node_name
+    _node_name = name
+
+
+def heartbeat() -> workers.Heartbeat:
+    """This process's heartbeat, started on first use."""
+    global _heartbeat
+    if _heartbeat is None:
+        import socket
+
+        name = _node_name or f"run-worker@{socket.gethostname()}"
+        _heartbeat = workers.Heartbeat(
+            lambda: claims_connection(f"optima run worker {name}"), name=name, host=name.rpartition("@")[2]
+        ).start()
+    return _heartbeat
+
+
+def _stop_heartbeat() -> None:
+    global _heartbeat
+    if _heartbeat is not None:
+        _heartbeat.stop()
+        _heartbeat = None
+
+
+def _outcome(status: DagsterRunStatus | None) -> str:
+    if status == DagsterRunStatus.SUCCESS:
+        return "success"
+    if status in (DagsterRunStatus.CANCELED, DagsterRunStatus.CANCELING):
+        return "canceled"
+    return "failure"
+
+
+def _not_executed(instance: DagsterInstance, run: DagsterRun, refusal: workers.Refusal) -> None:
+    """What a worker does with a run another execution claimed: nothing to the run itself when that is
+    the run (it executes, or ran, elsewhere); a retry of a run that still executes or succeeded is
+    canceled, naming that run."""
+    logger.warning("%s", refusal.reason)
+    instance.report_engine_event(f"This delivery of the run was not executed: {refusal.reason}.", run)
+    if refusal.other_run_id != run.run_id and not run.is_finished:
+        instance.add_run_tags(run.run_id, {TAG_NOT_EXECUTED: refusal.other_run_id})
+        instance.report_run_canceled(run, message=f"Not executed: {refusal.reason}.")
+
+
 def execute_run(run_id: str) -> int:
-    """Execute one run in this process, interrupting it while it is asked to stop.
+    """Claim the run's execution and execute it in this process, interrupting it while it is asked to stop.
+
+    The claim (operations/workers.py) comes first: a run claimed before, or whose lineage executes elsewhere
+    or succeeded, is not executed (:func:`_not_executed`). The process's heartbeat holds the run
+    while it executes, which is what run monitoring reads.
 
     Dagster interrupts a terminated run once (SIGINT, as the code server does to its run workers);
     a step with a retry policy takes that interrupt as a reason to retry, and the run would go on.
     Here the interrupt is repeated every CANCEL_POLL_SECONDS while the run is CANCELING: one that
     lands between two attempts stops the run at the next, and it ends CANCELED."""
+    instance = _instance()
+    run = instance.get_run_by_id(run_id)
+    if run is None:
+        logger.warning("run %s does not exist (deleted before a worker took it): nothing to execute", run_id)
+        return 0
+    beat = heartbeat()
+    with beat.holding(run_id):
+        refused = beat.call(lambda conn: workers.claim_run(conn, run_id, run.root_run_id or run_id, beat.id))
+        if refused is not None:
+            _not_executed(instance, run, refused)
+            return 0
+        try:
+            return _execute_claimed(instance, run_id)
+        finally:
+            ended = instance.get_run_by_id(run_id)
+            beat.call(lambda conn: workers.release_run(conn, run_id, _outcome(ended.status if ended else None)))
+
+
+def _execute_claimed(instance: DagsterInstance, run_id: str) -> int:
     from optima_pipelines.orchestration.dagster_internals import (
         execute_run_in_this_process,
         interrupt_this_process,
         interrupts_captured,
     )
 
-    instance = _instance()
     done = threading.Event()
     lock = threading.Lock()
 
@@ -456,8 +576,11 @@ def make_worker_app() -> Celery:
     app = make_celery_app()
     app.steps["consumer"].add(_take_runs_only_when_free())
     app.task(name=TASK_EXECUTE_RUN, bind=False, track_started=True)(execute_run)
+    signals.celeryd_init.connect(lambda sender=None, **_kwargs: _set_node_name(str(sender)), weak=False)
     signals.worker_init.connect(lambda **_kwargs: preload(), weak=False)
     # Each forked process opens its instance (dagster.yaml, the storage and its pool) before its
-    # first run, not while a run waits for it.
-    signals.worker_process_init.connect(lambda **_kwargs: _instance(), weak=False)
+    # first run, not while a run waits for it, and beats from then on (operations/workers.py): it is a live
+    # run worker for run monitoring and /health while it beats.
+    signals.worker_process_init.connect(lambda **_kwargs: (_instance(), heartbeat()), weak=False)
+    signals.worker_process_shutdown.connect(lambda **_kwargs: _stop_heartbeat(), weak=False)
     return app

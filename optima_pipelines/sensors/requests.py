@@ -16,7 +16,7 @@ waits for that retry instead of failing with the dead run.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import timedelta
 
 import psycopg
 from dagster import (
@@ -35,7 +35,13 @@ from dagster import (
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.orchestration.cadences import cadence, sensor_status
 from optima_pipelines.orchestration.dagster_internals import WILL_RETRY_TAG, SerializableErrorInfo
-from optima_pipelines.orchestration.queues import PRIORITY_USER, TAG_REQUEST_ID, TAG_TRIGGER, queue_tags
+from optima_pipelines.orchestration.queues import (
+    PRIORITY_USER,
+    TAG_NOT_EXECUTED,
+    TAG_REQUEST_ID,
+    TAG_TRIGGER,
+    queue_tags,
+)
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.sensors.handlers import RequestHandler
 from optima_pipelines.warehouse import requests as outbox
@@ -91,6 +97,10 @@ def run_failure_reason(instance: DagsterInstance, run_id: str) -> str:
     return "the run failed"
 
 
+#: How long a request may stay running with no run of it before it is failed (the sensor marks a request
+#: running only once its run exists, and a run marks its own request: a run that is no run is a mistake).
+RUNNING_WITHOUT_RUN = timedelta(seconds=60)
+
 #: How long a failed run may go without Dagster's verdict on retrying it before the failure is final
 #: (the daemon writes the verdict right after the failure event; a missing one means it never will).
 RETRY_VERDICT_WAIT_S = 120
@@ -112,12 +122,25 @@ def retry_pending(instance: DagsterInstance, record: RunRecord) -> bool:
 def reconcile(instance: DagsterInstance, conn: psycopg.Connection, request: outbox.Request) -> str | None:
     """Copy the state of the request's run (the latest, a retry if there is one) onto it; returns the
     new status if it changed."""
-    records = instance.get_run_records(RunsFilter(tags={TAG_REQUEST_ID: str(request.id)}), limit=1)
+    records = [
+        r
+        for r in instance.get_run_records(RunsFilter(tags={TAG_REQUEST_ID: str(request.id)}), limit=3)
+        # A retry a run worker did not execute (its first run still executed): the first run serves it.
+        if TAG_NOT_EXECUTED not in r.dagster_run.tags
+    ][:1]
+    if not records and request.run_id:  # a run launched by hand with the request in its config
+        records = list(instance.get_run_records(RunsFilter(run_ids=[request.run_id]), limit=1))
     if not records:
-        if request.status == "running" and datetime.now(UTC) - request.created_at > outbox.STALE_AFTER:
-            # Marked running by someone else (or with a run id that is no run): nothing will end it.
-            hours = outbox.STALE_AFTER.total_seconds() / 3600
-            outbox.mark_failed(conn, request.id, f"running for {hours:g} h with no run of it; create it again")
+        idle = outbox.running_for(conn, request.id) if request.status == "running" else None
+        if idle is not None and idle > RUNNING_WITHOUT_RUN:
+            # Marked running with a run id that is no run (deleted, or set by hand): nothing will end
+            # it, and while it is open its cabinet's scheduled syncs skip the cabinet.
+            outbox.mark_failed(
+                conn,
+                request.id,
+                f"running with no run of it for {idle.total_seconds():.0f} s (run {request.run_id or 'none'}); "
+                "create it again",
+            )
             return "failed"
         return None
     run = records[0].dagster_run

@@ -108,6 +108,14 @@ def mark_running(conn: psycopg.Connection, request_id: int, run_id: str) -> bool
     return cur.rowcount == 1
 
 
+def running_for(conn: psycopg.Connection, request_id: int) -> timedelta | None:
+    """How long ago a running request last changed (None: it is not running)."""
+    row = conn.execute(
+        "SELECT now() - updated_at FROM requests WHERE id = %s AND status = 'running'", (request_id,)
+    ).fetchone()
+    return None if row is None else row[0]
+
+
 def mark_succeeded(conn: psycopg.Connection, request_id: int, run_id: str | None, result: dict[str, Any]) -> None:
     conn.execute(
         "UPDATE requests SET status = 'succeeded', run_id = coalesce(%s, run_id), result = %s, error = NULL, "

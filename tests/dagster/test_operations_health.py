@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from optima_pipelines.db.migrate import head_revision
-from optima_pipelines.operations.health import WB_PING_HOSTS, check_wb, run_checks
+from optima_pipelines.operations.health import WB_PING_CATEGORIES, check_wb, run_checks
 from optima_pipelines.warehouse import cabinets
 from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 
@@ -19,7 +19,8 @@ TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJoZWFsdGgifQ.c2lnbmF0dXJl"
 
 
 class FakeWbPing:
-    """WB's /ping on localhost: 200 with the right token, 401 on the host named ``rejecting``."""
+    """WB's /ping on localhost, each category under its path prefix (as OPTIMA_WB_BASE_URL addresses the
+    simulator): 200 with the right token, 401 on the category named ``rejecting``."""
 
     def __init__(self, rejecting: str):
         self.hits: Counter[str] = Counter()
@@ -53,7 +54,7 @@ class FakeWbPing:
 
 @pytest.fixture
 def wb():
-    fake = FakeWbPing(rejecting="advert-api")
+    fake = FakeWbPing(rejecting="advert")
     yield fake
     fake.close()
 
@@ -72,6 +73,23 @@ def test_without_a_daemon_the_daemon_check_fails_and_names_it(dagster_instance, 
     assert not checks["daemon"].ok
     assert "no heartbeat from" in checks["daemon"].detail and "SENSOR" in checks["daemon"].detail
     assert checks["wb"].ok and "no active cabinet has a token" in checks["wb"].detail
+    # The warm run workers are the default launcher: none beats here, and the broker (PostgreSQL) answers.
+    assert not checks["run workers"].ok and "no run worker has ever beaten" in checks["run workers"].detail
+    assert checks["broker"].ok, checks["broker"].detail
+
+
+def test_wb_pings_reach_every_category_of_the_simulator_as_the_client_does(
+    warehouse_conn, database_url, settings, cipher
+):
+    """OPTIMA_WB_BASE_URL set (the simulator): each category's /ping at the path the WB client uses."""
+    from wb_simulator import CabinetSpec, Simulator, serve
+
+    sim = Simulator(seed=3, cabinets=[CabinetSpec(id="shop-1", products=2)])
+    cabinets.add_cabinet(warehouse_conn, cipher, "shop-1", "Shop", sim.token("shop-1"))
+    with serve(sim) as base_url:
+        checks = check_wb(database_url, settings.warehouse_schema, cipher, base_url)
+    assert [c.name for c in checks] == [f"wb {c}" for c in WB_PING_CATEGORIES]
+    assert all(c.ok and "200 OK" in c.detail for c in checks), [c.line() for c in checks]
 
 
 def test_wb_pings_use_a_cabinet_token_name_the_failing_host_and_reuse_recent_answers(
@@ -79,7 +97,7 @@ def test_wb_pings_use_a_cabinet_token_name_the_failing_host_and_reuse_recent_ans
 ):
     cabinets.add_cabinet(warehouse_conn, cipher, "shop-1", "Shop", TOKEN)
     first = check_wb(database_url, settings.warehouse_schema, cipher, wb.url)
-    assert {c.name: c.ok for c in first} == {f"wb {h}": h != "advert-api" for h in WB_PING_HOSTS}
+    assert {c.name: c.ok for c in first} == {f"wb {h}": h != "advert" for h in WB_PING_CATEGORIES}
     failing = next(c for c in first if not c.ok)
     assert "token rejected (401)" in failing.detail and TOKEN not in failing.detail
     assert wb.tokens == {TOKEN}
@@ -88,17 +106,17 @@ def test_wb_pings_use_a_cabinet_token_name_the_failing_host_and_reuse_recent_ans
     second = check_wb(database_url, settings.warehouse_schema, cipher, wb.url)
     assert [c.ok for c in second] == [c.ok for c in first]
     assert all("s ago" in c.detail for c in second)
-    assert set(wb.hits.values()) == {1} and len(wb.hits) == len(WB_PING_HOSTS)
+    assert set(wb.hits.values()) == {1} and len(wb.hits) == len(WB_PING_CATEGORIES)
 
 
 def test_unreachable_wb_is_a_named_failure(warehouse_conn, database_url, settings, cipher):
     cabinets.add_cabinet(warehouse_conn, cipher, "shop-1", "Shop", TOKEN)
-    checks = check_wb(database_url, settings.warehouse_schema, cipher, "http://127.0.0.1:9", hosts=["statistics-api"])
-    assert [(c.name, c.ok) for c in checks] == [("wb statistics-api", False)]
+    checks = check_wb(database_url, settings.warehouse_schema, cipher, "http://127.0.0.1:9", categories=["statistics"])
+    assert [(c.name, c.ok) for c in checks] == [("wb statistics", False)]
     assert "unreachable" in checks[0].detail
 
 
-def test_health_command_exits_1_naming_the_daemon(dagster_instance):
+def test_health_command_exits_1_naming_the_daemon_and_the_run_workers(dagster_instance):
     result = subprocess.run(
         [sys.executable, "-m", "optima_pipelines.cli", "health", "--no-wb"],
         capture_output=True,
@@ -109,7 +127,9 @@ def test_health_command_exits_1_naming_the_daemon(dagster_instance):
     assert result.returncode == 1, result.stdout + result.stderr
     assert "ok   warehouse" in result.stdout
     assert "FAIL daemon: no heartbeat" in result.stdout
-    assert result.stderr.strip() == "error: unhealthy: daemon"
+    assert "FAIL run workers: no run worker has ever beaten" in result.stdout
+    assert "ok   broker: broker " in result.stdout
+    assert result.stderr.strip() == "error: unhealthy: daemon, run workers"
 
 
 class TcpProxy:
@@ -193,7 +213,7 @@ def test_with_the_database_stopped_health_names_each_failed_part_within_its_budg
             c.name: c.ok
             for c in run_checks(proxied, settings.warehouse_schema, lambda: instance, cipher, None, wb=False)
         }
-        assert up == {"warehouse": True, "dagster storage": True, "daemon": False}
+        assert up == {"warehouse": True, "dagster storage": True, "daemon": False, "run workers": False, "broker": True}
         proxy.stop()
         down = {
             c.name: c for c in run_checks(proxied, settings.warehouse_schema, lambda: instance, cipher, None, wb=False)
@@ -202,4 +222,6 @@ def test_with_the_database_stopped_health_names_each_failed_part_within_its_budg
     # Dagster's storage retries a refused connection for about 6 s: past the probe's budget it is named.
     assert down["dagster storage"].detail == f"no answer within {CHECK_BUDGET_SECONDS:g} s"
     assert down["daemon"].detail == f"no answer within {CHECK_BUDGET_SECONDS:g} s"
+    assert down["run workers"].detail.startswith(f"cannot connect to PostgreSQL at 127.0.0.1:{proxy.port}")
+    assert "unreachable" in down["broker"].detail
     assert not any(c.ok for c in down.values())

@@ -106,6 +106,12 @@ def test_the_job_prunes_old_ops_history_and_refuses_a_zero_age(dagster_instance,
             finished_at=started + timedelta(seconds=1),
             rows_fetched=5,
         )
+    # The run workers' claims (operations/workers.py): released old ones go, a live one stays whatever its age.
+    warehouse_conn.execute(
+        "INSERT INTO run_claims (run_id, root_run_id, worker_id, claimed_at, released_at, outcome) VALUES "
+        "('old', 'old', 'w/1', now() - interval '30 days', now() - interval '30 days', 'success'), "
+        "('new', 'new', 'w/1', now(), now(), 'success'), ('live', 'live', 'w/1', now() - interval '30 days', NULL, NULL)"
+    )
     resources = {"warehouse": Warehouse(database_url=database_url)}
     result = prune_runs_job.execute_in_process(
         instance=dagster_instance,
@@ -114,6 +120,7 @@ def test_the_job_prunes_old_ops_history_and_refuses_a_zero_age(dagster_instance,
     )
     assert result.success
     assert warehouse_conn.execute("SELECT count(*) FROM ops_feed_syncs").fetchone() == (1,)
+    assert [r[0] for r in warehouse_conn.execute("SELECT run_id FROM run_claims ORDER BY run_id")] == ["live", "new"]
     assert warehouse_conn.execute("SELECT rows_fetched FROM ops_feed_sync_totals").fetchone() == (10,)
     assert result.dagster_run.tags["optima/queue"] == "maintenance"
 

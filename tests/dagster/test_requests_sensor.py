@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import time
 import uuid
 
-from dagster import DagsterRun, DagsterRunStatus
+from dagster import DagsterEvent, DagsterEventType, DagsterRun, DagsterRunStatus, EventLogEntry
 
-from optima_pipelines.orchestration.queues import TAG_REQUEST_ID
+from optima_pipelines.orchestration.queues import TAG_NOT_EXECUTED, TAG_REQUEST_ID
 from optima_pipelines.sensors.requests import reconcile
 from optima_pipelines.warehouse import requests as outbox
 
@@ -46,6 +48,30 @@ def test_a_request_whose_run_died_waits_for_the_retry_and_ends_with_it(warehouse
     request_status, run_id = status(warehouse_conn, dagster_instance, request_id)
     assert (request_status, run_id) == ("failed", retry.run_id)
     assert "the token is invalid" in outbox.get_request(warehouse_conn, request_id).error
+
+
+def test_a_retry_a_run_worker_did_not_execute_leaves_the_request_to_the_run_that_executed(
+    warehouse_conn, dagster_instance
+):
+    """Run monitoring failed a run whose execution lived on (issue 37); its retry was not executed by the
+    run workers (canceled, tagged with the run that executes): the request follows the first run."""
+    request_id = outbox.create_request(warehouse_conn, "import-user-feeds", "c1", {"dateFrom": "2026-11-01"})
+    first = add_run(dagster_instance, request_id)
+    retry = add_run(dagster_instance, request_id, **{"dagster/parent_run_id": first.run_id})
+    dagster_instance.add_run_tags(retry.run_id, {TAG_NOT_EXECUTED: first.run_id})
+    dagster_instance.report_run_canceled(retry, "Not executed: the run it retries still executes")
+    assert status(warehouse_conn, dagster_instance, request_id) == ("running", first.run_id)
+    dagster_instance.handle_new_event(
+        EventLogEntry(
+            error_info=None,
+            level="INFO",
+            user_message="",
+            run_id=first.run_id,
+            timestamp=time.time(),
+            dagster_event=DagsterEvent(DagsterEventType.RUN_SUCCESS.value, job_name=first.job_name),
+        )
+    )
+    assert status(warehouse_conn, dagster_instance, request_id) == ("succeeded", first.run_id)
 
 
 def test_a_request_whose_run_failed_for_good_fails_at_once(warehouse_conn, dagster_instance):
@@ -103,14 +129,17 @@ def test_only_live_user_imports_of_the_known_kinds_hold_a_cabinet(warehouse_conn
     assert outbox.live_user_import_cabinets(warehouse_conn) == {"c5", "c6"}
 
 
-def test_a_request_marked_running_without_a_run_fails_once_stale(warehouse_conn, dagster_instance):
-    """A backend that set status 'running' itself (or a run id that was never a run): no run will
-    ever finish it, so after requests.STALE_AFTER it fails with that reason instead of staying open."""
+def test_a_request_marked_running_without_a_run_fails_within_a_minute(warehouse_conn, dagster_instance):
+    """A backend that set status 'running' itself (or a run id that was never a run, or a run deleted):
+    no run will ever finish it, and while it is open its cabinet's scheduled syncs skip the cabinet.
+    A minute after it last changed it fails with that reason (issue 37), not 6 h later."""
     fresh = outbox.create_request(warehouse_conn, "import-user-feeds", "c1", {"dateFrom": "2026-11-01"})
     old = outbox.create_request(warehouse_conn, "import-user-feeds", "c1", {"dateFrom": "2026-11-01"})
     for request_id in (fresh, old):
         outbox.mark_running(warehouse_conn, request_id, "not-a-run")
-    warehouse_conn.execute("UPDATE requests SET created_at = now() - interval '7 hours' WHERE id = %s", (old,))
+    warehouse_conn.execute("UPDATE requests SET updated_at = now() - interval '61 seconds' WHERE id = %s", (old,))
+    assert outbox.live_user_import_cabinets(warehouse_conn) == {"c1"}
     assert status(warehouse_conn, dagster_instance, fresh) == ("running", "not-a-run")
     assert status(warehouse_conn, dagster_instance, old) == ("failed", "not-a-run")
-    assert outbox.get_request(warehouse_conn, old).error.startswith("running for 6 h with no run of it")
+    error = outbox.get_request(warehouse_conn, old).error
+    assert re.match(r"running with no run of it for 6\d s \(run not-a-run\)", error), error
