@@ -70,6 +70,11 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "OPTIMA_CODE_SERVER_FORKSERVER": "1: with OPTIMA_RUN_LAUNCHER=spawn, the code server forks the run workers from a forkserver that "
     "imported Dagster and the definitions once (issue 17's way (b), kept for bench/orchestration.py's comparison; "
     "OPTIMA_RUN_LAUNCHER=celery is the faster way). Default unset (spawn, Dagster's own).",
+    "OPTIMA_LANDING_URL": "Where every WB answer the syncs decode is kept as it came, in Parquet (docs/landing.md): a "
+    "local folder or a pyarrow filesystem URL (s3://bucket/prefix?endpoint_override=https://host, with the AWS_* "
+    "credentials in the environment). off: no landing. Default: the landing folder in the state folder.",
+    "OPTIMA_LANDING_RETENTION_DAYS": "Moscow days of landed WB answers kept: the nightly partition manager deletes older "
+    "day folders. Default 400 (WB revises the finance report for months; its statistics keep 90 days).",
     "OPTIMA_AUTOMATIONS_STOPPED": "Sensors and schedules that start stopped in this deployment, comma-separated "
     "names or shell patterns (e.g. autobidder_*,repricer_sensor on a staging copy, so its engines never act on "
     "WB). An operator can still start them in the UI. A pattern that names nothing is an error. Default: none.",
@@ -108,6 +113,14 @@ class Settings:
     cabinet_lock_wait_seconds: float = 120.0
     #: At most how often the re-aggregation sensor plans (sensors/rnp.py).
     reaggregate_every_seconds: float = 60.0
+    #: Where WB's answers land (landing/store.py); None: the landing is off.
+    landing_url: str | None = None
+    landing_retention_days: int = 400
+
+    @property
+    def landing_spool_dir(self) -> Path:
+        """The local folder of the processes' landing spools (Arrow streams, published as Parquet)."""
+        return self.state_dir / "landing-spool"
 
     @property
     def warehouse_schema(self) -> str:
@@ -208,7 +221,16 @@ def load_settings() -> Settings:
         sweep_busy_wait_seconds=float_env("OPTIMA_SWEEP_BUSY_WAIT_SECONDS", 30.0, minimum=0.0),
         cabinet_lock_wait_seconds=float_env("OPTIMA_CABINET_LOCK_WAIT_SECONDS", 120.0, minimum=0.1),
         reaggregate_every_seconds=float_env("OPTIMA_REAGGREGATE_EVERY_SECONDS", 60.0, minimum=0.0),
+        landing_url=_landing_url(state_dir),
+        landing_retention_days=_int_env("OPTIMA_LANDING_RETENTION_DAYS", 400),
     )
+
+
+def _landing_url(state_dir: Path) -> str | None:
+    raw = (os.environ.get("OPTIMA_LANDING_URL") or "").strip()
+    if raw.lower() in ("off", "none", "0", "false"):
+        return None
+    return raw or (state_dir / "landing").as_posix()
 
 
 RUN_LAUNCHERS = ("celery", "spawn")

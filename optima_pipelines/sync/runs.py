@@ -25,6 +25,7 @@ from psycopg import sql
 
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import OptimaError
+from optima_pipelines.landing.store import sync_context
 from optima_pipelines.load import MergeResult
 from optima_pipelines.ops.records import record_feed_sync
 from optima_pipelines.sync.changes import DayChange, iso_days
@@ -243,6 +244,31 @@ class SyncInput:
 
 #: A sync's one entry point: does the work for one cabinet and returns what each feed changed.
 Sync = Callable[[SyncInput], list[SyncRun]]
+
+
+def sync_name(body: Sync) -> str:
+    """How the landing names an entry point (``optima_pipelines.sync.ads.sync``): what a replay runs."""
+    return f"{body.__module__}.{body.__qualname__}"
+
+
+def replay_inputs(inp: SyncInput) -> dict[str, Any]:
+    """What of a SyncInput a replay gives the entry point again (landed with each answer)."""
+    return {
+        "cabinet_id": inp.cabinet_id,
+        "trigger": inp.trigger,
+        "window_days": inp.window_days,
+        "date_from": inp.date_from.isoformat() if inp.date_from else None,
+        "day": inp.day.isoformat() if inp.day else None,
+        "backfill_id": inp.backfill_id,
+        "options": dict(inp.options),
+    }
+
+
+def run_sync(body: Sync, inp: SyncInput) -> list[SyncRun]:
+    """Call a sync's entry point: every job and asset does it this way, so that the WB answers it
+    decodes land as one invocation of it (landing/store.py), which a replay can run again."""
+    with sync_context(sync_name(body), inp.run_id, replay_inputs(inp)):
+        return body(inp)
 
 
 def finish(
