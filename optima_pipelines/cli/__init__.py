@@ -41,9 +41,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from optima_pipelines.cli import cabinets, db, demo, dev, ops, requests, wbsim
+    from optima_pipelines.cli import cabinets, db, demo, dev, landing, ops, requests, wbsim
 
-    for module in (db, cabinets, demo, dev, ops, requests, wbsim):
+    for module in (db, cabinets, demo, dev, ops, requests, wbsim, landing):
         module.register(cli)
 
 

@@ -61,6 +61,7 @@ class ReplayTransport(Transport):
         self.limiter = RateLimiter()
         self.token_type = "personal"
         self.landing = None
+        self.answered_at = None
         self._queues: dict[tuple[str, str, str], deque[dict[str, Any]]] = {}
         for answer in answers:
             key = (answer["method"], answer["category"], answer["path"])
@@ -94,6 +95,7 @@ class ReplayTransport(Transport):
             )
         answer = queue.popleft()
         self.served += 1
+        self.answered_at = answer["received_at"]
         return httpx.Response(answer["status"], content=answer["answer"])
 
     @property

@@ -149,7 +149,12 @@ def sync_prices(
     def add_history(conn: psycopg.Connection, rows: list[tuple[Any, ...]]) -> None:
         added = conn.execute(
             sql_file("catalog_price_history"),
-            {"cabinet_id": cabinet_id, "nm_ids": [r[1] for r in rows], "valid_from": now_moscow()},
+            # From when WB said these prices (a replay: when the landed answer came).
+            {
+                "cabinet_id": cabinet_id,
+                "nm_ids": [r[1] for r in rows],
+                "valid_from": client.answered_at or now_moscow(),
+            },
         ).fetchall()
         history.fetched([None] * len(rows))
         history.merge.inserted += len(added)

@@ -178,6 +178,12 @@ class WbClient:
     def token_type(self) -> str:
         return self._t.token_type
 
+    @property
+    def answered_at(self) -> datetime | None:
+        """When WB's last answer came (a replayed client: when the landed answer came): the moment a
+        snapshot (stocks, prices) was WB's."""
+        return self._t.answered_at
+
     def __repr__(self) -> str:
         return f"WbClient(cabinet_id={self.cabinet_id!r}, token_type={self.token_type!r}, limiter={self.limiter!r})"
 

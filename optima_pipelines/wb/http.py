@@ -32,6 +32,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any, Protocol, TypeVar
 
@@ -68,6 +69,7 @@ class Lander(Protocol):
         request_body: bytes | None,
         status: int,
         answer: bytes,
+        received_at: datetime,
     ) -> None: ...
 
 
@@ -230,6 +232,8 @@ class Transport:
         self.token_type = token_type
         self._sleep = sleep
         self.landing = landing
+        #: When WB's last answer came (a replay's transport: when the landed one came).
+        self.answered_at: datetime | None = None
         self._auth = _TokenAuth(check_token(cabinet_id, token))
         self._http = httpx.Client(
             auth=self._auth,
@@ -400,6 +404,7 @@ class Transport:
                             outcome.settle = True
                             unsettled = outcome
                         raise
+                    self.answered_at = datetime.now(UTC)
                     if self.landing is not None and not endpoint.write:
                         self.landing.land(
                             self.cabinet_id,
@@ -411,6 +416,7 @@ class Transport:
                             request_body=body,
                             status=response.status_code,
                             answer=response.content,
+                            received_at=self.answered_at,
                         )
                     return response
         except _Outcome as outcome:

@@ -1,5 +1,5 @@
--- A price_history row, valid from valid_from (the sync's clock: now, or in a replay the moment WB
--- answered the landed prices), for each of the cabinet's products %(nm_ids)s whose
+-- A price_history row, valid from valid_from (when WB answered these prices; in a replay, when
+-- it answered the landed ones), for each of the cabinet's products %(nm_ids)s whose
 -- (price, discount, club discount) in prices differs from its latest history row (or that has
 -- none). Returns one row per row added.
 INSERT INTO price_history (cabinet_id, nm_id, valid_from, price, discount, club_discount)
