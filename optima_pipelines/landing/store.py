@@ -357,7 +357,8 @@ class Landing:
             folder = f"{self.root}/feed={key['feed']}/day={key['day'].isoformat()}"
             name = f"part-{stamp}-{part}.parquet"
             try:
-                self.fs.create_dir(folder, recursive=True)
+                if self.local:  # an object store has no folders to make (S3 would get marker objects)
+                    self.fs.create_dir(folder, recursive=True)
                 target = f"{folder}/{name}"
                 temp = f"{folder}/.{name}.tmp" if self.local else target
                 pq.write_table(
