@@ -211,3 +211,47 @@ def test_no_token_is_landed(wb, warehouse_conn, dagster_instance, settings):
         for piece in pieces:
             assert piece.encode() not in text, f"{path} holds the token"
     assert process_landing() is not None
+
+
+def test_the_checks_compare_the_mart_with_what_wb_last_said(wb, warehouse_conn, dagster_instance, settings):
+    """The landing's last word on a day's ad spend and payout equals the feeds after live syncs; a row
+    lost from ad_campaign_stats (mart recomputed from the feed: equal to it) fails the ad-spend check
+    against WB's last word only."""
+    from optima_pipelines.assets.rnp import compare_with_feeds
+    from optima_pipelines.landing.totals import last_said
+    from tests.rnp_feeds import run_range
+
+    for job in ("digitization_increment", "finance_sync", "ads_sync"):
+        assert run_job(job, dagster_instance, "c1", tags=SCHEDULED).success, job
+    recompute_all(warehouse_conn, settings)
+    spent = warehouse_conn.execute(
+        "SELECT day FROM ad_campaign_stats WHERE cabinet_id = 'c1' GROUP BY day HAVING sum(sum) > 0 ORDER BY day DESC LIMIT 1"
+    ).fetchone()[0]
+    paid = warehouse_conn.execute(
+        "SELECT attributed_day FROM wb_report_lines WHERE cabinet_id = 'c1' GROUP BY 1 HAVING sum(for_pay) > 0 "
+        "ORDER BY 1 DESC LIMIT 1"
+    ).fetchone()[0]
+    pairs = [("c1", spent), ("c1", paid)]
+    said = last_said(process_landing(), warehouse_conn, pairs)
+    feeds = {(r[0], r[1]): r for r in compare_with_feeds(warehouse_conn, pairs)}
+    assert said[("c1", spent)].ad_spend == feeds[("c1", spent)][8] > 0
+    assert said[("c1", paid)].payout == feeds[("c1", paid)][10] != 0
+
+    # Rows lost behind WB's back: the feed and the mart agree, WB's last word does not.
+    warehouse_conn.execute(
+        "DELETE FROM ad_campaign_stats WHERE ctid = (SELECT ctid FROM ad_campaign_stats WHERE cabinet_id = 'c1' "
+        "AND day = %s AND sum > 0 LIMIT 1)",
+        (spent,),
+    )
+    recompute_all(warehouse_conn, settings)
+    result = run_range(dagster_instance, f"c1|{spent}", f"c1|{spent}", job="rnp_daily_check")
+    checks = {
+        e.event_specific_data.check_name: e.event_specific_data
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
+    assert checks["orders_match_wb_orders"].passed
+    ad = checks["ad_spend_matches_ad_campaign_stats"]
+    assert not ad.passed
+    assert f"WB last said {said[('c1', spent)].ad_spend}" in ad.description
+    assert ad.metadata["ad_spend_wb_last_said"].value == str(said[("c1", spent)].ad_spend)
