@@ -89,7 +89,14 @@ def recompute_all(conn: Any, settings: Any) -> None:
 
 def live_syncs(sim: Any, instance: Any) -> None:
     """A day of a cabinet's scheduled syncs: every feed, then three hours later the frequent ones again."""
-    for job in ("digitization_increment", "finance_sync", "ads_sync", "funnel_sync", "inventory_sync", "catalog_full_sync"):
+    for job in (
+        "digitization_increment",
+        "finance_sync",
+        "ads_sync",
+        "funnel_sync",
+        "inventory_sync",
+        "catalog_full_sync",
+    ):
         assert run_job(job, instance, "c1", tags=SCHEDULED).success, job
     advance_until_changed(sim, timedelta(hours=3), lambda: len(sim.truth.orders("c1")), len(sim.truth.orders("c1")))
     for job in ("digitization_increment", "inventory_sync", "catalog_prices_sync", "ads_sync"):
@@ -153,7 +160,9 @@ def test_a_feeds_replay_after_a_parser_fix_changes_only_that_feed(wb, warehouse_
     assert after["wb_sales"] == before["wb_sales"]
     assert after["wb_orders"] == before["wb_orders"]
     # The resume sensor finds no pause the replay's end of answers left behind.
-    paused = warehouse_conn.execute("SELECT feed FROM sync_state WHERE cabinet_id = 'c1' AND resume_at IS NOT NULL").fetchall()
+    paused = warehouse_conn.execute(
+        "SELECT feed FROM sync_state WHERE cabinet_id = 'c1' AND resume_at IS NOT NULL"
+    ).fetchall()
     assert paused == []
 
 
@@ -190,7 +199,10 @@ def test_a_landing_that_cannot_write_fails_the_page_before_its_merge(wb, warehou
     result = run_job("digitization_increment", dagster_instance, "c1", tags=SCHEDULED)
     assert not result.success
     failure = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"][0]
-    assert "could not land WB's answer to GET statistics /api/v1/supplier/orders" in failure.event_specific_data.error.message
+    assert (
+        "could not land WB's answer to GET statistics /api/v1/supplier/orders"
+        in failure.event_specific_data.error.message
+    )
     assert warehouse_conn.execute("SELECT count(*) FROM wb_orders").fetchone()[0] == 0
 
 
@@ -255,3 +267,43 @@ def test_the_checks_compare_the_mart_with_what_wb_last_said(wb, warehouse_conn, 
     assert not ad.passed
     assert f"WB last said {said[('c1', spent)].ad_spend}" in ad.description
     assert ad.metadata["ad_spend_wb_last_said"].value == str(said[("c1", spent)].ad_spend)
+
+
+def test_the_replay_job_rebuilds_a_partitions_feeds_and_records_their_days(
+    wb, warehouse_conn, dagster_instance, settings
+):
+    """The UI's way: the landing_replay job over a cabinet × day partition, no WB request; the days it
+    changed are the feeds' materializations the re-aggregation sensor reads."""
+    from tests.rnp_feeds import rnp_job
+    from tests.wb_syncs import materializations
+
+    assert run_job("digitization_increment", dagster_instance, "c1", tags=SCHEDULED).success
+    live = table_rows(warehouse_conn, "wb_orders")
+    wipe(warehouse_conn)
+    asked = len(wb.journal.calls())
+    today = today_moscow()
+    result = rnp_job("landing_replay").execute_in_process(
+        instance=dagster_instance,
+        partition_key=f"c1|{today}",
+        run_config={"ops": {"replay_landing": {"config": {"feeds": ["orders"]}}}},
+    )
+    assert result.success
+    assert len(wb.journal.calls()) == asked
+    assert table_rows(warehouse_conn, "wb_orders") == live
+    assert table_rows(warehouse_conn, "wb_sales") == []  # not replayed
+    days = {r[live_day_index(warehouse_conn)] for r in live}
+    recorded = materializations(dagster_instance, "wb_orders", 0)
+    replayed = {k for k, meta in recorded.items() if meta["trigger"] == "manual"}
+    assert {f"c1|{d}" for d in days} <= replayed
+
+
+def live_day_index(conn: Any) -> int:
+    columns = [
+        name
+        for (name,) in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = 'wb_orders' ORDER BY ordinal_position"
+        ).fetchall()
+        if name not in BOOKKEEPING
+    ]
+    return columns.index("day")
