@@ -73,8 +73,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "OPTIMA_LANDING_URL": "Where every WB answer the syncs decode is kept as it came, in Parquet (docs/landing.md): a "
     "local folder or a pyarrow filesystem URL (s3://bucket/prefix?endpoint_override=https://host, with the AWS_* "
     "credentials in the environment). off: no landing. Default: the landing folder in the state folder.",
-    "OPTIMA_LANDING_RETENTION_DAYS": "Moscow days of landed WB answers kept: the nightly partition manager deletes older "
-    "day folders. Default 400 (WB revises the finance report for months; its statistics keep 90 days).",
+    "OPTIMA_LANDING_RETENTION_DAYS": "Moscow days of landed WB answers kept: the weekly partition manager deletes older "
+    "day folders. Default 120 (WB's statistics keep 90 days; a replay after a parser fix needs what it said then).",
     "OPTIMA_AUTOMATIONS_STOPPED": "Sensors and schedules that start stopped in this deployment, comma-separated "
     "names or shell patterns (e.g. autobidder_*,repricer_sensor on a staging copy, so its engines never act on "
     "WB). An operator can still start them in the UI. A pattern that names nothing is an error. Default: none.",
@@ -115,7 +115,7 @@ class Settings:
     reaggregate_every_seconds: float = 60.0
     #: Where WB's answers land (landing/store.py); None: the landing is off.
     landing_url: str | None = None
-    landing_retention_days: int = 400
+    landing_retention_days: int = 120
 
     @property
     def landing_spool_dir(self) -> Path:
@@ -222,7 +222,7 @@ def load_settings() -> Settings:
         cabinet_lock_wait_seconds=float_env("OPTIMA_CABINET_LOCK_WAIT_SECONDS", 120.0, minimum=0.1),
         reaggregate_every_seconds=float_env("OPTIMA_REAGGREGATE_EVERY_SECONDS", 60.0, minimum=0.0),
         landing_url=_landing_url(state_dir),
-        landing_retention_days=_int_env("OPTIMA_LANDING_RETENTION_DAYS", 400),
+        landing_retention_days=_int_env("OPTIMA_LANDING_RETENTION_DAYS", 120),
     )
 
 

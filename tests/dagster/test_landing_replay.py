@@ -84,7 +84,7 @@ def recompute_all(conn: Any, settings: Any) -> None:
         ).fetchall()
     }
     warehouse = Warehouse(database_url=settings.database_url, env=settings.env)
-    recompute_tables(warehouse, dict.fromkeys(TABLES, [("c1", d) for d in sorted(days)]))
+    recompute_tables(warehouse, {key: [("c1", d) for d in sorted(days)] for key in TABLES})
 
 
 def live_syncs(sim: Any, instance: Any) -> None:
@@ -198,7 +198,7 @@ def test_a_landing_that_cannot_write_fails_the_page_before_its_merge(wb, warehou
     spool.write_text("a file where the spool folder should be")  # mkdir fails: nothing can be landed
     result = run_job("digitization_increment", dagster_instance, "c1", tags=SCHEDULED)
     assert not result.success
-    failure = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"][0]
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     assert (
         "could not land WB's answer to GET statistics /api/v1/supplier/orders"
         in failure.event_specific_data.error.message
