@@ -76,6 +76,9 @@ setup(
             "ruff>=0.6",
             "mypy>=1.10",
             "playwright>=1.45",
+            # The raw landing on an S3-compatible store (OPTIMA_LANDING_URL=s3://...): tests/db/test_landing.py
+            # serves moto's S3 on localhost (ThreadedMotoServer).
+            "moto[server]>=5",
         ],
     },
     entry_points={

@@ -79,6 +79,14 @@ OPTIONS = [
         8,
         "OPTIMA_MAX_CONCURRENT_RUNS of the deployment (its default: 8, of which the user lane keeps 2)",
     ),
+    Option(
+        "landing",
+        "on",
+        "on",
+        "the raw landing of WB's answers (OPTIMA_LANDING_URL): on (the state folder's, the default) or off; "
+        "run once with each to see its cost at N",
+        kind="str",
+    ),
 ]
 
 SENSOR_TICKS = """
@@ -503,6 +511,10 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
         "SYNC_QUEUE_CONCURRENCY": str(opts.sync_concurrency),
         "OPTIMA_MAX_CONCURRENT_RUNS": str(opts.max_runs),
     }
+    if opts.landing not in ("on", "off"):
+        raise ValueError(f"--landing must be on or off, got {opts.landing!r}")
+    if opts.landing == "off":
+        extra["OPTIMA_LANDING_URL"] = "off"
     with (
         bench.environment(f"scale{n}", **extra) as env,
         harness.deployment(env, cabinets=specs, time_scale=opts.time_scale) as stack,
@@ -665,7 +677,8 @@ def run(bench: Bench, opts: Any) -> None:
     smallest = f"N={base.n}, same run"
     scale = (
         f"cadences {opts.cadence_scale:g}x, WB time scale {opts.time_scale:g}, "
-        f"SYNC_QUEUE_CONCURRENCY {opts.sync_concurrency}, OPTIMA_MAX_CONCURRENT_RUNS {opts.max_runs}"
+        f"SYNC_QUEUE_CONCURRENCY {opts.sync_concurrency}, OPTIMA_MAX_CONCURRENT_RUNS {opts.max_runs}, "
+        f"landing {opts.landing}"
     )
     for o in outcomes:
         note = f"{scale}; {'every cadence held' if o.all_held else limit_of(o, os.cpu_count() or 1)}"

@@ -44,6 +44,7 @@ from optima_pipelines.jobs.autobidder import (
     autobidder_sync_job,
 )
 from optima_pipelines.jobs.autoreply import autoreply_answer_send_job, autoreply_sync_job, autoreply_sync_sweep
+from optima_pipelines.jobs.landing import landing_replay_job
 from optima_pipelines.jobs.partition_manager import partition_manager_job, partition_manager_weekly
 from optima_pipelines.jobs.pricing_bulk import pricing_bulk_job
 from optima_pipelines.jobs.repricer import repricer_job, repricer_sweep_job
@@ -114,6 +115,7 @@ JOBS: list[Any] = [
     rnp_recompute_job,
     rnp_daily_check_job,
     partition_manager_job,
+    landing_replay_job,
     prune_runs_job,
     # the scheduled cadences' sweeps: one run per window over many cabinets (jobs/wb_sync.py)
     digitization_increment_sweep,

@@ -197,6 +197,18 @@ ENVIRONMENT_VARIABLES: dict[str, EnvironmentVariable] = {
         unset="only Dagster's run-execution modules are preloaded",
         scope="internal",
     ),
+    "OPTIMA_LANDING_URL": EnvironmentVariable(
+        None,
+        "Where every WB answer the syncs decode is kept as it came, in Parquet (docs/landing.md): a local folder or "
+        "a pyarrow filesystem URL (`s3://bucket/prefix?endpoint_override=https://host`, with the `AWS_*` credentials "
+        "in the environment); `off`: no landing.",
+        unset="the `landing` folder in the state folder",
+    ),
+    "OPTIMA_LANDING_RETENTION_DAYS": EnvironmentVariable(
+        "120",
+        "Moscow days of landed WB answers kept: the weekly partition manager deletes older day folders (WB's "
+        "statistics keep 90 days; a replay after a parser fix needs what it said then).",
+    ),
     "OPTIMA_TEST_DATABASE_URL": EnvironmentVariable(
         None,
         "The PostgreSQL server on which the suite creates (and drops) its own database. Its `max_connections` "
@@ -294,6 +306,14 @@ class Settings:
     cabinet_lock_wait_seconds: float = float(default("OPTIMA_CABINET_LOCK_WAIT_SECONDS"))
     #: At most how often the re-aggregation sensor plans (sensors/rnp.py).
     reaggregate_every_seconds: float = float(default("OPTIMA_REAGGREGATE_EVERY_SECONDS"))
+    #: Where WB's answers land (landing/store.py); None: the landing is off.
+    landing_url: str | None = None
+    landing_retention_days: int = int(default("OPTIMA_LANDING_RETENTION_DAYS"))
+
+    @property
+    def landing_spool_dir(self) -> Path:
+        """The local folder of the processes' landing spools (Arrow streams, published as Parquet)."""
+        return self.state_dir / "landing-spool"
 
     @property
     def warehouse_schema(self) -> str:
@@ -396,7 +416,16 @@ def load_settings() -> Settings:
         sweep_busy_wait_seconds=float_env("OPTIMA_SWEEP_BUSY_WAIT_SECONDS", minimum=0.0),
         cabinet_lock_wait_seconds=float_env("OPTIMA_CABINET_LOCK_WAIT_SECONDS", minimum=0.1),
         reaggregate_every_seconds=float_env("OPTIMA_REAGGREGATE_EVERY_SECONDS", minimum=0.0),
+        landing_url=_landing_url(state_dir),
+        landing_retention_days=_int_env("OPTIMA_LANDING_RETENTION_DAYS"),
     )
+
+
+def _landing_url(state_dir: Path) -> str | None:
+    raw = (os.environ.get("OPTIMA_LANDING_URL") or "").strip()
+    if raw.lower() in ("off", "none", "0", "false"):
+        return None
+    return raw or (state_dir / "landing").as_posix()
 
 
 RUN_LAUNCHERS = ("celery", "spawn")

@@ -10,7 +10,7 @@ from optima_pipelines.orchestration.retries import DEFAULT_RETRY, fail_on_perman
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import news
-from optima_pipelines.sync.runs import ANY_CABINET, SyncInput
+from optima_pipelines.sync.runs import ANY_CABINET, SyncInput, run_sync
 from optima_pipelines.warehouse.cabinets import get_token
 from optima_pipelines.wb import PostgresLimiterStore, RateLimiter, WbClient, token_type_of
 
@@ -25,7 +25,12 @@ def news_client_factory(warehouse: Warehouse, wb: WbApi) -> Callable[[str], WbCl
         with warehouse.connect() as conn:
             token = get_token(conn, warehouse.cipher(), cabinet_id)
         return WbClient(
-            cabinet_id, token, config=config, limiter=limiter, token_type=token_type_of(token) or "personal"
+            cabinet_id,
+            token,
+            config=config,
+            limiter=limiter,
+            token_type=token_type_of(token) or "personal",
+            landing=wb.landing(),
         )
 
     return client_for
@@ -45,7 +50,7 @@ def kb_articles(context: AssetExecutionContext, warehouse: Warehouse, wb: WbApi)
         client_for=news_client_factory(warehouse, wb),
     )
     try:
-        (run,) = news.sync(inp)
+        (run,) = run_sync(news.sync, inp)
     except news.NoNewsToken as exc:
         raise Failure(description=str(exc), allow_retries=False) from None
     except Exception as exc:

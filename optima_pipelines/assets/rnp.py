@@ -14,7 +14,9 @@ its run (``recompute_in_run``).
 
 # No `from __future__ import annotations`: Dagster checks the context annotations at definition time.
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, date, datetime
+from decimal import Decimal
 
 import psycopg
 from dagster import (
@@ -40,6 +42,8 @@ from dagster import (
 
 from optima_pipelines.changes import FeedChange
 from optima_pipelines.errors import OptimaError
+from optima_pipelines.landing.store import process_landing
+from optima_pipelines.landing.totals import WbSaid, last_said
 from optima_pipelines.mart.checks import CHECK_METRICS, CheckOutcome, compare_covered_with_feeds, evaluate_checks
 from optima_pipelines.mart.plan import FEED_ROLLUP, MART, ROLLUPS, demands_from_changes
 from optima_pipelines.mart.recompute import TABLES, RecomputeStats, recompute_tables
@@ -289,8 +293,50 @@ def rnp_daily_checks(context: AssetCheckExecutionContext, warehouse: Warehouse) 
         # Their rows were dropped by design; comparing them with the feeds would only ever fail.
         context.log.info(f"{len(pairs) - len(checked)} partitions have no rnp_daily table partition: not checked")
     names = sorted(k.name for k in context.selected_asset_check_keys)
-    for outcome in evaluate_checks(rows, names):
+    outcomes = evaluate_checks(rows, names)
+    landing = process_landing()
+    if landing is not None and len(checked) <= WB_SAID_MAX_PAIRS:
+        with warehouse.connect() as conn:
+            outcomes = against_wb_last_said(outcomes, last_said(landing, conn, checked))
+    elif landing is not None:
+        context.log.info(
+            f"{len(checked)} partitions: compared with the feeds only, not with the landing (at most {WB_SAID_MAX_PAIRS})"
+        )
+    for outcome in outcomes:
         yield check_evaluation(outcome)
+
+
+#: A check run over at most this many partitions (a cabinet's two months, from the UI) also compares
+#: the mart with what WB last said; the re-aggregation's ranged runs over many cabinets do not (the
+#: landing is read per cabinet and holds weeks of every answer).
+WB_SAID_MAX_PAIRS = 62
+#: The checks that also compare the mart with what WB last said (the landing, landing/totals.py).
+_WB_SAID = {"ad_spend_matches_ad_campaign_stats": "ad_spend", "payout_matches_finance_lines": "payout"}
+
+
+def against_wb_last_said(
+    outcomes: Sequence[CheckOutcome], said: Mapping[tuple[str, date], WbSaid]
+) -> list[CheckOutcome]:
+    """The ad-spend and payout outcomes compared with WB's last word too, where the landing holds one:
+    a mart equal to its feeds but not to what WB last said fails, naming both."""
+    out = []
+    for outcome in outcomes:
+        metric = _WB_SAID.get(outcome.check_name)
+        wb = getattr(said.get((outcome.cabinet_id, outcome.day)), metric, None) if metric else None
+        if metric is None or wb is None:
+            out.append(outcome)
+            continue
+        mart = Decimal(outcome.metadata[f"{metric}_rnp_daily"])
+        metadata = {**outcome.metadata, f"{metric}_wb_last_said": str(wb)}
+        if mart == wb:
+            out.append(replace(outcome, metadata=metadata, description=f"{outcome.description}; WB last said {wb}"))
+        else:
+            description = (
+                f"{metric}: rnp_daily has {mart}, WB last said {wb} (the landing; cabinet {outcome.cabinet_id}, "
+                f"day {outcome.day.isoformat()})" + ("" if outcome.passed else f"; {outcome.description}")
+            )
+            out.append(replace(outcome, passed=False, metadata=metadata, description=description))
+    return out
 
 
 #: The job the re-aggregation sensor and the nightly merge launch, with a subset of its assets.

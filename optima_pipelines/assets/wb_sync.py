@@ -18,7 +18,7 @@ from optima_pipelines.partitions import BACKFILL_TAG, CABINET_DAY, CABINET_DIM, 
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi, lazy_client
 from optima_pipelines.settings import load_settings
-from optima_pipelines.sync.runs import Sync, SyncInput, feed_changes, stored_runs
+from optima_pipelines.sync.runs import Sync, SyncInput, feed_changes, run_sync, stored_runs
 from optima_pipelines.warehouse.cabinet_lock import held
 from optima_pipelines.warehouse.cabinets import get_cabinet
 
@@ -81,7 +81,7 @@ def sync_partition_asset(
                     day=day,
                     backfill_id=context.run.tags.get(BACKFILL_TAG),
                 )
-                runs = load(inp)
+                runs = run_sync(load, inp)
         except Exception as exc:
             if day is not None:  # pages committed before the failure: report the days they changed
                 emit_days(context, feed_changes(stored_runs(exc), trigger))

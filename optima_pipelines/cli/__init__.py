@@ -41,9 +41,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from optima_pipelines.cli import cabinets, db, demo, dev, operations, requests, wbsim
+    from optima_pipelines.cli import cabinets, db, demo, dev, landing, operations, requests, wbsim
 
-    for module in (db, cabinets, demo, dev, operations, requests, wbsim):
+    for module in (db, cabinets, demo, dev, landing, operations, requests, wbsim, landing):
         module.register(cli)
 
 

@@ -67,6 +67,23 @@ def print_summary(dep: Deployment, cabinet_ids: list[str], first_day: date) -> N
         )
 
 
+def print_landing(cabinet_ids: list[str]) -> None:
+    """Where WB's answers of the demo landed (docs/landing.md), and how to rebuild from them."""
+    from optima_pipelines.landing.store import describe_url, process_landing
+
+    landing = process_landing()
+    if landing is None:
+        click.echo("\nthe landing is off (OPTIMA_LANDING_URL=off): no WB answer was kept")
+        return
+    files = landing.files()
+    answers = sum(landing.read_file(path).num_rows for path in files)
+    click.echo(
+        f"\nlanded {answers} WB answers in {len(files)} Parquet files under {describe_url(landing.url)}; "
+        f"`optima-pipelines replay --cabinet {cabinet_ids[0]} --feed all --from {today_moscow().isoformat()}` "
+        "rebuilds a cabinet's tables from them without asking WB"
+    )
+
+
 @click.command("demo")
 @click.option(
     "--days", default=14, show_default=True, type=click.IntRange(1, 90), help="Moscow days to load, today included."
@@ -133,6 +150,7 @@ def demo_cmd(days: int, cabinets: int, seed: int) -> None:
                         f"synced {cabinet_id} (orders, sales, finance report, ads, funnel, stocks) and rebuilt its РНП"
                     )
             print_summary(dep, setup.cabinet_ids(), first_day)
+            print_landing(setup.cabinet_ids())
     click.echo("")
     click.echo(f"done in {time.monotonic() - started:.0f} s. `optima-pipelines dev` shows these runs and partitions.")
 

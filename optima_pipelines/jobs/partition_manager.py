@@ -9,6 +9,9 @@ recompute drops and counts them (assets/rnp.py).
 
 The planning is a pure function (``plan_partitions``); the job only reads the catalog and runs the
 plan, one transaction per table.
+
+The same job keeps the raw landing of WB's answers (landing/store.py) to OPTIMA_LANDING_RETENTION_DAYS:
+it publishes spools whose process died and deletes the landed day folders older than that.
 """
 
 # No `from __future__ import annotations`: Dagster checks the op context annotation at definition time.
@@ -16,6 +19,7 @@ from datetime import date
 
 from dagster import OpExecutionContext, Output, ScheduleDefinition, in_process_executor, job, op
 
+from optima_pipelines.landing.store import process_landing
 from optima_pipelines.orchestration.cadences import cadence, schedule_status
 from optima_pipelines.orchestration.queues import PARTITION_MANAGER, queue_tags
 from optima_pipelines.resources.warehouse import Warehouse
@@ -64,15 +68,34 @@ def manage_table_partitions(context: OpExecutionContext, warehouse: Warehouse) -
     )
 
 
+@op(name="prune_landing")
+def prune_landing(context: OpExecutionContext) -> Output[None]:
+    """Publishes the landing spools of processes that died and deletes the landed days of WB's
+    answers older than OPTIMA_LANDING_RETENTION_DAYS."""
+    landing = process_landing()
+    if landing is None:
+        context.log.info("the landing is off (OPTIMA_LANDING_URL=off): nothing to keep")
+        return Output(None, metadata={"landing": "off"})
+    keep = load_settings().landing_retention_days
+    published = landing.recover()
+    gone = landing.prune(keep, today_moscow())
+    context.log.info(
+        f"landing {landing!r}: {len(published)} spool file(s) published, {len(gone)} day folder(s) past {keep} days deleted"
+    )
+    return Output(None, metadata={"retention_days": keep, "published": len(published), "deleted": gone})
+
+
 @job(
     name="partition_manager",
-    description="Weekly upkeep of the monthly table partitions of rnp_daily and its rollups.",
+    description="Weekly upkeep of the monthly table partitions of rnp_daily and its rollups, and of the raw "
+    "landing of WB's answers (retention).",
     tags=queue_tags(PARTITION_MANAGER),
     # One short op: a subprocess per step would only add start-up time.
     executor_def=in_process_executor,
 )
 def partition_manager_job() -> None:
     manage_table_partitions()
+    prune_landing()
 
 
 _WEEKLY = cadence("partition_manager_weekly")

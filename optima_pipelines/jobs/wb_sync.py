@@ -82,7 +82,7 @@ from optima_pipelines.orchestration.runconfig import op_name
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi, lazy_client
 from optima_pipelines.settings import load_settings
-from optima_pipelines.sync.runs import FeedLoad, Sync, SyncInput, feed_changes, record_failure, stored_runs
+from optima_pipelines.sync.runs import FeedLoad, Sync, SyncInput, feed_changes, record_failure, run_sync, stored_runs
 from optima_pipelines.sync.state import mark_deferred
 from optima_pipelines.warehouse import requests as outbox
 from optima_pipelines.warehouse.cabinet_lock import CabinetLock, LockSession, held
@@ -258,7 +258,7 @@ def run_cabinet_sync(
                 inp.should_yield = lambda: lock.waited_for() or queued()
             if spec.after_sync is not None:
                 inp.on_progress = published.after
-            runs = spec.body(inp)
+            runs = run_sync(spec.body, inp)
     except WbDeferred as deferred:  # a pause before any feed could store its state
         if spec.state_feed is not None and not spec.user:
             with warehouse.connect() as conn, conn.transaction():
@@ -375,7 +375,7 @@ def _cabinet_work(
                 should_yield=lock.waited_for,
                 notes=notes,
             )
-            runs = spec.body(inp)
+            runs = run_sync(spec.body, inp)
     except WbDeferred as deferred:  # paused before any feed could store its state
         if spec.state_feed is not None:
             with warehouse.connect() as conn, conn.transaction():

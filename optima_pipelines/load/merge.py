@@ -62,13 +62,16 @@ def merge_rows(
     day_column: str | None = "day",
     run_id: str | None = None,
     derived: Mapping[str, sql.Composable] | None = None,
+    on_insert: Mapping[str, Any] | None = None,
 ) -> MergeResult:
     """Upsert ``rows`` (tuples in ``columns`` order) into ``table`` keyed by ``key``.
 
     Duplicate keys within ``rows`` are allowed: the last one wins (WB repeats rows at page
     boundaries). Must run inside a transaction (``with conn.transaction():``). ``derived``: columns
     the INSERT computes from the staged row (an SQL expression over its columns as ``s.<column>``),
-    written with it and not compared to tell whether a row changed.
+    written with it and not compared to tell whether a row changed. ``on_insert``: values of columns
+    a new row gets and an updated one keeps (stocks' ``snapshot_at``: the sync's clock, which a replay
+    sets to when WB answered).
     """
     if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE and conn.autocommit:
         raise RuntimeError("merge_rows must run inside a transaction")
@@ -94,6 +97,7 @@ def merge_rows(
 
     non_key = [c for c in columns if c not in key]
     derived = dict(derived or {})
+    first_only = dict(on_insert or {})
     set_clause = sql.SQL(", ").join(
         [sql.SQL("{0} = EXCLUDED.{0}").format(ident(c)) for c in [*non_key, *derived]]
         + [sql.SQL("loaded_at = now(), run_id = EXCLUDED.run_id")] * (run_id is not None)
@@ -102,11 +106,14 @@ def merge_rows(
         sql.SQL(", ").join(sql.SQL("{}.{}").format(ident(table), ident(c)) for c in non_key),
         sql.SQL(", ").join(sql.SQL("EXCLUDED.{}").format(ident(c)) for c in non_key),
     )
-    insert_cols = sql.SQL(", ").join(map(ident, [*columns, *derived, *(["run_id"] if run_id is not None else [])]))
+    insert_cols = sql.SQL(", ").join(
+        map(ident, [*columns, *derived, *first_only, *(["run_id"] if run_id is not None else [])])
+    )
     select_cols = sql.SQL(", ").join(
         [
             *(sql.SQL("s.{}").format(ident(c)) for c in columns),
             *derived.values(),
+            *(sql.Literal(v) for v in first_only.values()),
             *([sql.Literal(run_id)] if run_id is not None else []),
         ]
     )

@@ -6,9 +6,10 @@ from contextlib import ExitStack
 from typing import Any
 
 import psycopg
-from dagster import ConfigurableResource, ResourceDependency
+from dagster import ConfigurableResource, InitResourceContext, ResourceDependency
 
 from optima_pipelines.errors import OptimaError
+from optima_pipelines.landing.store import Landing, LandingError, process_landing
 from optima_pipelines.logs import get_logger
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.warehouse.cabinets import get_token, mark_token_rejected
@@ -40,6 +41,9 @@ class WbApi(ConfigurableResource):
     buckets live in the warehouse (``wb_rate_limits``), so every run of a cabinet, in any process,
     shares them and honours a pause an earlier run learned. A wait longer than
     ``max_wait_seconds`` raises ``WbDeferred`` instead of sleeping in the run worker.
+
+    Every answer its clients decode lands (OPTIMA_LANDING_URL, landing/store.py): in the process's
+    spool as it comes, in Parquet when the run's step ends (``teardown_after_execution``).
     """
 
     #: One base URL for every WB category (the simulator's address); None: OPTIMA_WB_BASE_URL,
@@ -60,6 +64,20 @@ class WbApi(ConfigurableResource):
             return WbConfig.for_base_url(self.base_url, **overrides)
         return WbConfig.from_env(**overrides)
 
+    def landing(self) -> Landing | None:
+        """Where this process lands WB's answers (None: the landing is off)."""
+        return process_landing()
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        """The run's landed answers become Parquet files (one per feed and day), whatever the run did."""
+        landing = self.landing()
+        if landing is None:
+            return
+        try:
+            landing.flush()
+        except LandingError as exc:  # the spool stays on disk: the next flush publishes it
+            log.warning(str(exc))
+
     def client(
         self, cabinet_id: str, max_wait_seconds: float | None = None, config_changes: dict[str, object] | None = None
     ) -> WbClient:
@@ -77,6 +95,7 @@ class WbApi(ConfigurableResource):
                 limiter=RateLimiter(PostgresLimiterStore(self.warehouse.connect)),
                 token_type=token_type_of(token) or "personal",
                 on_error=self.token_rejected,
+                landing=self.landing(),
             )
         except WbAuthError as exc:  # a stored token the client refuses to send
             self.token_rejected(exc)

@@ -26,6 +26,7 @@ from psycopg import sql
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import CATALOG_SYNC
 from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection, sql_file
+from optima_pipelines.timeutil import now_moscow
 from optima_pipelines.wb import Card, Price, WbClient, WbDeferred
 
 QUEUE = CATALOG_SYNC
@@ -147,7 +148,13 @@ def sync_prices(
 
     def add_history(conn: psycopg.Connection, rows: list[tuple[Any, ...]]) -> None:
         added = conn.execute(
-            sql_file("catalog_price_history"), {"cabinet_id": cabinet_id, "nm_ids": [r[1] for r in rows]}
+            sql_file("catalog_price_history"),
+            # From when WB said these prices (a replay: when the landed answer came).
+            {
+                "cabinet_id": cabinet_id,
+                "nm_ids": [r[1] for r in rows],
+                "valid_from": client.answered_at or now_moscow(),
+            },
         ).fetchall()
         history.fetched([None] * len(rows))
         history.merge.inserted += len(added)

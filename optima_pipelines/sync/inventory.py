@@ -14,7 +14,7 @@ from datetime import date
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import INVENTORY_SYNC
 from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection
-from optima_pipelines.timeutil import today_moscow
+from optima_pipelines.timeutil import now_moscow, today_moscow
 from optima_pipelines.wb import Stock, WbClient, WbDeferred
 
 QUEUE = INVENTORY_SYNC
@@ -42,7 +42,14 @@ def sync_stocks(
         run.fetched([day] * len(snapshot))
         with conn.transaction():
             run.merge += merge_rows(
-                conn, FEED, COLUMNS, KEY, [(cabinet_id, day, *s.copy_row()) for s in snapshot], run_id=run_id
+                conn,
+                FEED,
+                COLUMNS,
+                KEY,
+                [(cabinet_id, day, *s.copy_row()) for s in snapshot],
+                run_id=run_id,
+                # When WB answered (a replay: when the landed answer came), as a new row's first sight.
+                on_insert={"snapshot_at": client.answered_at or now_moscow()},
             )
             gone = conn.execute(
                 """DELETE FROM stocks s

@@ -27,6 +27,7 @@ from psycopg import sql
 from optima_pipelines.changes import FeedChange, iso_days
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import OptimaError
+from optima_pipelines.landing.store import sync_context
 from optima_pipelines.load import MergeResult
 from optima_pipelines.operations.records import record_feed_sync
 from optima_pipelines.sync.state import mark_deferred, mark_success
@@ -261,6 +262,31 @@ class SyncInput:
 
 #: A sync's one entry point: does the work for one cabinet and returns what each feed changed.
 Sync = Callable[[SyncInput], list[FeedLoad]]
+
+
+def sync_name(body: Sync) -> str:
+    """How the landing names an entry point (``optima_pipelines.sync.ads.sync``): what a replay runs."""
+    return f"{body.__module__}.{body.__qualname__}"
+
+
+def replay_inputs(inp: SyncInput) -> dict[str, Any]:
+    """What of a SyncInput a replay gives the entry point again (landed with each answer)."""
+    return {
+        "cabinet_id": inp.cabinet_id,
+        "trigger": inp.trigger,
+        "window_days": inp.window_days,
+        "date_from": inp.date_from.isoformat() if inp.date_from else None,
+        "day": inp.day.isoformat() if inp.day else None,
+        "backfill_id": inp.backfill_id,
+        "options": dict(inp.options),
+    }
+
+
+def run_sync(body: Sync, inp: SyncInput) -> list[FeedLoad]:
+    """Call a sync's entry point: every job and asset does it this way, so that the WB answers it
+    decodes land as one invocation of it (landing/store.py), which a replay can run again."""
+    with sync_context(sync_name(body), inp.run_id, replay_inputs(inp)):
+        return body(inp)
 
 
 def finish(

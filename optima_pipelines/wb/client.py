@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from optima_pipelines.timeutil import as_moscow
 from optima_pipelines.wb.config import CATEGORIES, WbConfig
 from optima_pipelines.wb.errors import WbRequestError
-from optima_pipelines.wb.http import Endpoint, Transport, token_type_of
+from optima_pipelines.wb.http import Endpoint, Lander, Transport, token_type_of
 from optima_pipelines.wb.limiter import RateLimiter
 from optima_pipelines.wb.limits import ping_group
 from optima_pipelines.wb.models.advertising import (
@@ -140,6 +140,7 @@ class WbClient:
     ``token_type`` selects WB's limit rows (personal, service, base_with_secret, base, test);
     ``"auto"`` reads it from the token. ``limiter`` defaults to the process-wide in-memory one;
     give ``RateLimiter(PostgresLimiterStore(...))`` to share buckets across processes and runs.
+    ``landing`` keeps every answer to a read as it came (landing/store.py) before it is decoded.
     """
 
     def __init__(
@@ -152,6 +153,8 @@ class WbClient:
         token_type: str = "personal",
         sleep: Callable[[float], None] = time.sleep,
         event_hooks: dict[str, list[Callable[..., Any]]] | None = None,
+        landing: Lander | None = None,
+        transport: Transport | None = None,
     ):
         if token_type == "auto":
             token_type = token_type_of(token) or "personal"
@@ -159,7 +162,8 @@ class WbClient:
         self.config = config or WbConfig.from_env()
         self.limiter = limiter or RateLimiter()
         self._sleep = sleep
-        self._t = Transport(
+        # ``transport``: another way to get WB's answers (a replay's, from the landing: landing/replay.py).
+        self._t = transport or Transport(
             cabinet_id,
             token,
             config=self.config,
@@ -167,11 +171,18 @@ class WbClient:
             token_type=token_type,
             sleep=sleep,
             event_hooks=event_hooks,
+            landing=landing,
         )
 
     @property
     def token_type(self) -> str:
         return self._t.token_type
+
+    @property
+    def answered_at(self) -> datetime | None:
+        """When WB's last answer came (a replayed client: when the landed answer came): the moment a
+        snapshot (stocks, prices) was WB's."""
+        return self._t.answered_at
 
     def __repr__(self) -> str:
         return f"WbClient(cabinet_id={self.cabinet_id!r}, token_type={self.token_type!r}, limiter={self.limiter!r})"

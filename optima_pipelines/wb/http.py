@@ -15,6 +15,10 @@ with the cabinet's token, and sorts the outcome:
   idempotent writes (WB deduplicates identical price tasks) may be resent as they are.
 - other 4xx: ``WbRequestError`` with WB's own explanation.
 
+Every 2xx answer to a read is handed to the landing (``Lander``, landing/store.py) before anyone
+decodes it, with the request that got it (never a header: never the token); a landing that fails
+raises, and the answer is not returned.
+
 The token lives in a private ``httpx.Auth`` and is never formatted into anything else.
 """
 
@@ -28,8 +32,9 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx
 import msgspec
@@ -47,6 +52,25 @@ T = TypeVar("T")
 #: A JWT (WB's tokens) or any other header-safe token: visible ASCII only, so that no
 #: library ever has to report an illegal header value (with the value in the message).
 _TOKEN_RE = re.compile(r"^[!-~]{16,8192}$")
+
+
+class Lander(Protocol):
+    """Where the answers WB sent are kept as they came (landing/store.py ``Landing``)."""
+
+    def land(
+        self,
+        cabinet_id: str,
+        *,
+        method: str,
+        category: str,
+        path: str,
+        limit_group: str,
+        params: dict[str, Any] | None,
+        request_body: bytes | None,
+        status: int,
+        answer: bytes,
+        received_at: datetime,
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -198,6 +222,7 @@ class Transport:
         token_type: str,
         sleep: Callable[[float], None] = time.sleep,
         event_hooks: dict[str, list[Callable[..., Any]]] | None = None,
+        landing: Lander | None = None,
     ):
         if token_type not in TOKEN_TYPES:
             raise ValueError(f"unknown WB token type {token_type!r}: expected one of {', '.join(TOKEN_TYPES)}")
@@ -206,6 +231,9 @@ class Transport:
         self.limiter = limiter
         self.token_type = token_type
         self._sleep = sleep
+        self.landing = landing
+        #: When WB's last answer came (a replay's transport: when the landed one came).
+        self.answered_at: datetime | None = None
         self._auth = _TokenAuth(check_token(cabinet_id, token))
         self._http = httpx.Client(
             auth=self._auth,
@@ -368,7 +396,7 @@ class Transport:
                         unsettled = None
                     attempts += 1
                     try:
-                        return self._send(endpoint, params, body)
+                        response = self._send(endpoint, params, body)
                     except _Outcome as outcome:
                         if outcome.sent and not resend_ok:
                             if verify is None:
@@ -376,6 +404,21 @@ class Transport:
                             outcome.settle = True
                             unsettled = outcome
                         raise
+                    self.answered_at = datetime.now(UTC)
+                    if self.landing is not None and not endpoint.write:
+                        self.landing.land(
+                            self.cabinet_id,
+                            method=endpoint.method,
+                            category=endpoint.category,
+                            path=endpoint.path,
+                            limit_group=endpoint.group,
+                            params=params,
+                            request_body=body,
+                            status=response.status_code,
+                            answer=response.content,
+                            received_at=self.answered_at,
+                        )
+                    return response
         except _Outcome as outcome:
             if unsettled is not None:
                 raise self._unknown(endpoint, outcome, attempts) from None

@@ -20,7 +20,11 @@ def manage(instance) -> dict[str, list[str]]:
     """Run the job; what it reports it created and dropped."""
     result = rnp_job("partition_manager").execute_in_process(instance=instance)
     assert result.success
-    [output] = [e.step_output_data for e in result.all_node_events if e.is_successful_output]
+    [output] = [
+        e.step_output_data
+        for e in result.all_node_events
+        if e.is_successful_output and e.step_key == "manage_table_partitions"
+    ]
     return {k: output.metadata[k].value for k in ("created", "dropped")}  # type: ignore[misc]
 
 
@@ -67,3 +71,21 @@ def test_retention_below_the_healing_window_is_refused(monkeypatch):
     monkeypatch.setenv("OPTIMA_PARTITION_RETENTION_MONTHS", "2")
     with pytest.raises(ConfigError, match="OPTIMA_PARTITION_RETENTION_MONTHS must be at least 3"):
         load_settings()
+
+
+def test_the_landing_keeps_its_retention(dagster_instance, warehouse_conn, settings, monkeypatch):
+    """The same weekly job deletes the landed days of WB's answers past OPTIMA_LANDING_RETENTION_DAYS."""
+    from datetime import timedelta
+    from pathlib import Path
+
+    from optima_pipelines.timeutil import today_moscow
+
+    monkeypatch.setenv("OPTIMA_LANDING_RETENTION_DAYS", "10")
+    root = Path(settings.landing_url)
+    old, kept = today_moscow() - timedelta(days=11), today_moscow() - timedelta(days=10)
+    for day in (old, kept):
+        folder = root / "feed=orders" / f"day={day.isoformat()}"
+        folder.mkdir(parents=True)
+        (folder / "part-x.parquet").write_bytes(b"landed")
+    assert rnp_job("partition_manager").execute_in_process(instance=dagster_instance).success
+    assert sorted(p.name for p in (root / "feed=orders").iterdir()) == [f"day={kept.isoformat()}"]

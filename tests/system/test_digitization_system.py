@@ -51,6 +51,8 @@ def test_demo_loads_the_simulated_cabinets_and_prints_them(optima_env, warehouse
     assert result.returncode == 0, result.stderr[-3000:]
     yesterday = today_moscow() - timedelta(days=1)
     assert f"demo-2   {yesterday.isoformat()}" in result.stdout
+    # The landing is on by default: the demo's WB answers are kept, and it says how to replay them.
+    assert "WB answers in" in result.stdout and "optima-pipelines replay --cabinet demo-1" in result.stdout
     # What arrived is what the simulated WB held when the demo loaded it: WB's clock pinned to the
     # start of each cabinet's sync (cancellations of closed days keep arriving afterwards).
     from wb_simulator.demo import SimSetup

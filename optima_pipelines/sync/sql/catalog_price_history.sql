@@ -1,8 +1,9 @@
--- A price_history row, valid from now, for each of the cabinet's products %(nm_ids)s whose
+-- A price_history row, valid from valid_from (when WB answered these prices; in a replay, when
+-- it answered the landed ones), for each of the cabinet's products %(nm_ids)s whose
 -- (price, discount, club discount) in prices differs from its latest history row (or that has
 -- none). Returns one row per row added.
 INSERT INTO price_history (cabinet_id, nm_id, valid_from, price, discount, club_discount)
-SELECT p.cabinet_id, p.nm_id, now(), p.price, p.discount, p.club_discount
+SELECT p.cabinet_id, p.nm_id, %(valid_from)s, p.price, p.discount, p.club_discount
 FROM prices p
 LEFT JOIN LATERAL (
     SELECT h.price, h.discount, h.club_discount FROM price_history h
