@@ -68,7 +68,7 @@ def test_docs_state_no_other_default():
         for name in ENVIRONMENT_VARIABLES:
             if ENVIRONMENT_VARIABLES[name].default is None:
                 continue
-            after = re.findall(rf"`{name}`\s*\((?:default|by default)\s+`?([^`,;)\s]+)", text)
+            after = re.findall(rf"`{name}`\s*\((?:default|by default)\s+`?([^`,;:)\s]+)", text)
             before = re.findall(rf"\b(\d[\d,]*) [^.()`\d]{{0,30}}\(`{name}`\)", text)
             wrong += [f"{path.name}: {name} {s}" for s in after + before if s.replace(",", "") != default(name)]
     assert not wrong, f"defaults that disagree with optima_pipelines/settings.py: {wrong}"
