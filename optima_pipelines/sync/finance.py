@@ -111,7 +111,8 @@ def load_report(
                 run.fetched(line.day for line in page)
                 with conn.transaction():  # the page and the cursor after it commit together
                     _store_api_page(conn, run, page)
-                    if state_feed is not None:
+                    run.screen(conn, page.screening)
+                    if state_feed is not None and page:
                         cursor = {**window, "after_rrd_id": page[-1].rrd_id, "complete": False}
                         save_cursor(conn, cabinet_id, state_feed, cursor, run_id)
             run.requests += 1  # the 204 that ended the report
@@ -133,6 +134,8 @@ def _with_api_counts(name: str) -> sql.Composed:
 
 def _store_api_page(conn: psycopg.Connection, run: SyncRun, page: list[ReportLine]) -> None:
     """Merge one page of API lines; drop the uploaded twins they replace; note the affected days."""
+    if not page:
+        return
     rows = [(run.cabinet_id, *line.copy_row()) for line in page]
     rrd_ids = [line.rrd_id for line in page]
     with conn.transaction():

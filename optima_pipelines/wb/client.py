@@ -234,7 +234,7 @@ class WbClient:
 
     def iter_orders(
         self, date_from: datetime | date, *, flag: int = 0, seen: Collection[str] = ()
-    ) -> Iterator[list[Order]]:
+    ) -> Iterator[Page[Order]]:
         """Orders changed since ``date_from`` (flag 0, every page to the end) or placed on its day
         (flag 1, one request). Each order once, even when WB repeats it at a page boundary.
         ``seen``: the srids already read whose lastChangeDate is exactly ``date_from`` (a load that
@@ -243,7 +243,7 @@ class WbClient:
 
     def iter_sales(
         self, date_from: datetime | date, *, flag: int = 0, seen: Collection[str] = ()
-    ) -> Iterator[list[Sale]]:
+    ) -> Iterator[Page[Sale]]:
         """Sales and returns (``sale_id`` S…/R…), like ``iter_orders``; de-duplicated by saleID."""
         return self._iter_statistics(SALES, list[Sale], "sale_id", date_from, flag, seen)
 
@@ -255,7 +255,7 @@ class WbClient:
         date_from: datetime | date,
         flag: int,
         seen: Collection[str] = (),
-    ) -> Iterator[Any]:
+    ) -> Iterator[Page[Any]]:
         if flag not in (0, 1):
             raise self._refuse(endpoint, f"flag must be 0 or 1, got {flag!r}")
         if flag == 1:
@@ -299,7 +299,7 @@ class WbClient:
 
     def iter_report_lines(
         self, date_from: date, date_to: date, *, period: str = "daily", limit: int = 100_000, after_rrd_id: int = 0
-    ) -> Iterator[list[ReportLine]]:
+    ) -> Iterator[Page[ReportLine]]:
         """Realization report lines of ``[date_from, date_to]``, page by page along WB's rrdId
         cursor, until WB answers 204 (or ``[]``): a page shorter than ``limit`` is not the end.
         Every report that completes ends with that one request which yields nothing.
@@ -351,7 +351,7 @@ class WbClient:
         *,
         statuses: Iterable[int] | None = None,
         payment_type: str | None = None,
-    ) -> list[Campaign]:
+    ) -> Page[Campaign]:
         """Campaigns with their products and bids (``GET /api/advert/v2/adverts``), by ids (≤ 50 a
         request, split here) and/or statuses and payment type."""
         params: dict[str, Any] = {}
@@ -510,7 +510,7 @@ class WbClient:
 
     def iter_stocks(
         self, nm_ids: Sequence[int] | None = None, chrt_ids: Sequence[int] | None = None, *, limit: int = 250_000
-    ) -> Iterator[list[Stock]]:
+    ) -> Iterator[Page[Stock]]:
         """Stocks on WB warehouses per product size (the analytics stocks report), page by page."""
         nm_chunks: list[Sequence[int]] = list(_chunks(list(nm_ids), STOCKS_MAX_NMS)) if nm_ids else [[]]
         for chunk in nm_chunks:
@@ -551,7 +551,7 @@ class WbClient:
 
     # --- prices ----------------------------------------------------------------------------------
 
-    def iter_prices(self, *, limit: int = 1000) -> Iterator[list[Price]]:
+    def iter_prices(self, *, limit: int = 1000) -> Iterator[Page[Price]]:
         """Current prices and discounts of every product, page by page (offset)."""
         if not 1 <= limit <= 1000:
             raise self._refuse(PRICES, f"limit must be 1..1000, got {limit}")
@@ -752,7 +752,7 @@ class WbClient:
         params = {"warehouseIDs": ",".join(map(str, warehouse_ids))} if warehouse_ids is not None else None
         return self._get(ACCEPTANCE, list[AcceptanceCoefficient], params=params, empty=[])
 
-    def iter_news(self, from_id: int | None = None, from_date: date | None = None) -> Iterator[list[News]]:
+    def iter_news(self, from_id: int | None = None, from_date: date | None = None) -> Iterator[Page[News]]:
         """WB news from an id (inclusive) or a date, ≤ 100 a page; the next page starts after the
         highest id seen."""
         if (from_id is None) == (from_date is None):

@@ -441,7 +441,9 @@ class Transport:
             )
         try:
             if rows:
-                return decode_rows(response.content, model, self._now(), lambda p, f: self.fail(endpoint, p, f))
+                return decode_rows(
+                    response.content, model, self._now(), lambda p, f: self.fail(endpoint, p, f), str(endpoint)
+                )
             return msgspec.json.decode(response.content, type=model), Screening()
         except msgspec.ValidationError as exc:
             problem, field = _field_path(str(exc))

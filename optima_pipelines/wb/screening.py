@@ -23,6 +23,7 @@ it can be trusted.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -70,6 +71,8 @@ class Verdict:
     raw: str
     field: str | None = None
     key: str | None = None
+    #: The WB method that sent it (``GET statistics /api/v1/supplier/orders``).
+    endpoint: str = ""
 
 
 @dataclass
@@ -360,7 +363,7 @@ def _refuse_unreadable(tree: Any, model: Any, error: str, refused: list[Verdict]
             msgspec.convert(item, cls)
         except msgspec.ValidationError as exc:
             problem, name = _field_of(str(exc))
-            reason = f"{name}: {problem}" if name and name not in problem else problem
+            reason = f"{name}: {problem}" if name and not problem.startswith("required field") else problem
             refused.append(Verdict("refused", reason, raw_text(item), name, row_key(cls, item)))
             continue
         keep.append(item)
@@ -371,9 +374,9 @@ def _refuse_unreadable(tree: Any, model: Any, error: str, refused: list[Verdict]
 
 
 def decode_rows(
-    content: bytes, model: type[T], now: datetime, fail: Callable[[str, str | None], Exception]
+    content: bytes, model: type[T], now: datetime, fail: Callable[[str, str | None], Exception], endpoint: str = ""
 ) -> tuple[T, Screening]:
-    """Decode WB's answer into ``model``, judging each row on its own (the module's rules).
+    """Decode WB's answer (from ``endpoint``) into ``model``, judging each row on its own (the module's rules).
 
     ``fail(problem, field_path)`` builds the error raised when the answer is broken outside its rows."""
     screening = Screening()
@@ -414,6 +417,9 @@ def decode_rows(
             raw = _at(tree, where)
             screening.flagged.append(Verdict("flagged", reason, raw_text(raw), name, _key_at(model, where, raw)))
             screening.flagged_rows.add(id(row))
+    if endpoint:
+        screening.refused = [dataclasses.replace(v, endpoint=endpoint) for v in screening.refused]
+        screening.flagged = [dataclasses.replace(v, endpoint=endpoint) for v in screening.flagged]
     return decoded, screening
 
 

@@ -322,14 +322,28 @@ def test_a_truncated_page_fails_loudly_and_keeps_only_complete_pages(sim: Simula
     assert len(recorder.requests) == 2  # not retried: a malformed answer is not a passing glitch
 
 
-def test_a_wrong_type_names_the_endpoint_and_the_field(sim: Simulator, make_client):
+def test_a_row_of_wrong_types_is_refused_alone_naming_the_endpoint_and_the_field(sim: Simulator, make_client):
     client, recorder = make_client("c2")
+    day = TODAY - timedelta(days=3)
+    truth = [o["srid"] for o in sim.truth.orders("c2", day)]
     sim.faults.set("GET statistics/api/v1/supplier/orders", wrong_types=True)
+    (page,) = list(client.iter_orders(day, flag=1))
+    assert sorted(o.srid for o in page) == sorted(truth[1:])  # the page's other rows decode
+    (refused,) = page.screening.refused
+    assert refused.endpoint == "GET statistics /api/v1/supplier/orders" and refused.outcome == "refused"
+    assert refused.field is not None and refused.reason.startswith(f"{refused.field}: Expected `")
+    assert f'"srid":{len(truth[0])}' in refused.raw  # WB's row as sent: its srid a number
+    assert len(recorder.requests) == 1
+
+
+def test_a_wrong_type_outside_the_rows_fails_the_page_naming_the_endpoint_and_the_field(sim: Simulator, make_client):
+    client, recorder = make_client("c2")
+    sim.faults.set("GET prices/api/v2/list/goods/filter", wrong_types=True)
     with pytest.raises(WbResponseError) as caught:
-        _all(client.iter_orders(TODAY - timedelta(days=3), flag=1))
+        _all(client.iter_prices())
     err = caught.value
-    assert err.field is not None and err.field.startswith("$[0].")
-    assert f"at {err.field}" in str(err) and "GET statistics /api/v1/supplier/orders" in str(err)
+    assert err.field == "$.errorText"
+    assert f"at {err.field}" in str(err) and "GET prices /api/v2/list/goods/filter" in str(err)
     assert len(recorder.requests) == 1
 
 
