@@ -199,7 +199,7 @@ FEEDS = {
             **body,
             "data": {"items": [{**body["data"]["items"][0], "quantity": 1.5}, *body["data"]["items"][1:]]},
         },
-        "SELECT nm_id, chrt_id, warehouse_id, quantity FROM stocks WHERE cabinet_id = 'c1'",
+        "SELECT nm_id, chrt_id, warehouse_id, quantity FROM stocks WHERE cabinet_id = 'c1' ORDER BY 1, 2, 3",
     ),
     "prices": (
         "catalog_prices_sync",
@@ -216,15 +216,43 @@ FEEDS = {
                 ]
             },
         },
-        "SELECT nm_id, price, discount FROM prices WHERE cabinet_id = 'c1'",
+        "SELECT nm_id, price, discount FROM prices WHERE cabinet_id = 'c1' ORDER BY 1",
     ),
     "products": (
         "catalog_cards_sync",
         "POST content/content/v2/get/cards/list",
         lambda body: {**body, "cards": [{**body["cards"][0], "createdAt": "9999-12-31T00:00:00Z"}, *body["cards"][1:]]},
-        "SELECT nm_id, title FROM products WHERE cabinet_id = 'c1'",
+        "SELECT nm_id, title FROM products WHERE cabinet_id = 'c1' ORDER BY 1",
     ),
 }
+
+
+def _spoil_funnel(body: dict[str, Any]) -> dict[str, Any]:
+    first, *rest = body["data"]["products"]
+    selected = {**first["statistic"]["selected"], "orderSum": "NaN"}
+    return {"data": {"products": [{**first, "statistic": {**first["statistic"], "selected": selected}}, *rest]}}
+
+
+def _spoil_fullstats(body: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    campaign = next(c for c in body if c.get("days"))
+    day = campaign["days"][0]
+    app = {**day["apps"][0], "nms": [{**day["apps"][0]["nms"][0], "sum": "Infinity"}, *day["apps"][0]["nms"][1:]]}
+    spoilt = {**campaign, "days": [{**day, "apps": [app, *day["apps"][1:]]}, *campaign["days"][1:]]}
+    return [spoilt if c is campaign else c for c in body]
+
+
+FEEDS["rnp_funnel_stats"] = (
+    "funnel_sync",
+    "POST analytics/api/analytics/v3/sales-funnel/products",
+    _spoil_funnel,
+    "SELECT day, nm_id, order_sum FROM rnp_funnel_stats WHERE cabinet_id = 'c1' ORDER BY 1, 2",
+)
+FEEDS["ad_campaign_stats"] = (
+    "ads_sync",
+    "GET advert/adv/v3/fullstats",
+    _spoil_fullstats,
+    "SELECT advert_id, day, app_type, nm_id, sum FROM ad_campaign_stats WHERE cabinet_id = 'c1' ORDER BY 1, 2, 3, 4",
+)
 
 
 @pytest.mark.parametrize("feed", FEEDS)
@@ -234,7 +262,7 @@ def test_every_feed_refuses_a_bad_row_alone_and_keeps_what_it_had(feed, wb, ware
     before = warehouse_conn.execute(read).fetchall()
     assert len(before) > 1
 
-    wb.faults.set(method, rewrite=spoil)
+    wb.faults.set(method, rewrite=spoil, times=1)
     result = run_job(job, dagster_instance, "c1")
     assert result.success
     # The spoilt row keeps what it had (a listing with a refused row removes nothing), the others load.
