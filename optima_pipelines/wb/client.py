@@ -666,7 +666,8 @@ class WbClient:
             skip += take
 
     def feedback(self, feedback_id: str) -> Feedback | None:
-        return self._get(FEEDBACK, _FeedbackResponse, params={"id": feedback_id}).data
+        """The feedback, or None when WB has none with that id (its documented 422)."""
+        return self._item(FEEDBACK, _FeedbackResponse, feedback_id)
 
     def answer_feedback(self, feedback_id: str, text: str) -> None:
         """Answer a feedback. After a failure WB may have acted on, the feedback is read back: an
@@ -708,7 +709,18 @@ class WbClient:
             skip += take
 
     def question(self, question_id: str) -> Question | None:
-        return self._get(QUESTION, _QuestionResponse, params={"id": question_id}).data
+        """The question, or None when WB has none with that id (its documented 422)."""
+        return self._item(QUESTION, _QuestionResponse, question_id)
+
+    def _item(self, endpoint: Endpoint, model: type[_FeedbackResponse | _QuestionResponse], item_id: str) -> Any:
+        """One feedback or question by id. WB answers an id it does not know with HTTP 422
+        (``errorText`` "Невозможно получить отзыв по id"): None, as an answer of ``data: null`` is."""
+        try:
+            return self._get(endpoint, model, params={"id": item_id}).data
+        except WbRequestError as exc:
+            if exc.status == 422:
+                return None
+            raise
 
     def answer_question(self, question_id: str, text: str) -> None:
         """Answer a question (``PATCH /api/v1/questions``, state wbRu); checked like answer_feedback."""

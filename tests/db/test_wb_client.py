@@ -548,6 +548,30 @@ def test_a_listing_wb_answers_with_error_true_is_an_error_not_an_empty_inbox(sim
         _all(listing(is_answered=False))
 
 
+def test_an_unknown_feedback_or_question_id_is_wbs_documented_422_and_none(
+    sim: Simulator, make_client, contract: Contract
+):
+    client, recorder = make_client("c2")
+    answers: list[httpx.Response] = []
+
+    def keep(response: httpx.Response) -> None:
+        response.read()
+        answers.append(response)
+
+    recorder.on_response.append(keep)
+    assert client.feedback("no-such-feedback") is None
+    assert client.question("no-such-question") is None
+    assert [r.status_code for r in answers] == [422, 422]  # answered once each: not retried
+    for response in answers:
+        contract.validate_response(response)  # WB's body, as its OpenAPI documents it
+    assert [r.json()["errorText"] for r in answers] == [
+        "Невозможно получить отзыв по id",
+        "Невозможно получить вопрос по id",
+    ]
+    known = _all(client.iter_feedbacks(is_answered=False))[0]
+    assert client.feedback(known.id) == known
+
+
 def test_an_answer_whose_fate_cannot_be_checked_is_not_sent_twice(sim: Simulator, make_client):
     client, recorder = make_client("c2")
     feedback = _all(client.iter_feedbacks(is_answered=False, take=50))[0]
