@@ -26,6 +26,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "and Dagster's storage schema dagster_<env> on the same server. Default dev.",
     "OPTIMA_STATE_DIR": "Folder for local state: the embedded PostgreSQL, DAGSTER_HOME, the generated "
     "token key. Default .optima in the working directory.",
+    "OPTIMA_UPLOAD_DIR": "Folder the realization reports users upload are read from (import-user-report "
+    "requests name a file in it); no other path is ever opened for a request. Default uploads in the state folder.",
     "OPTIMA_SECRET_KEY": "Fernet key that encrypts WB tokens at rest. Unset: a key generated once and "
     "kept in the state folder (secret.key).",
     "OPTIMA_DAGSTER_STORAGE_URL": "Dagster storage URL (postgresql+psycopg2://...). Derived from "
@@ -84,6 +86,8 @@ class Settings:
     database_url: str | None = field(repr=False)
     env: str
     state_dir: Path
+    #: Where uploaded reports are read from (OPTIMA_UPLOAD_DIR).
+    upload_dir: Path
     secret_key: str | None = field(repr=False)
     dagster_storage_url: str | None = field(repr=False)
     wb_base_url: str | None
@@ -187,6 +191,7 @@ def load_settings() -> Settings:
         database_url=(os.environ.get("OPTIMA_DATABASE_URL") or "").strip() or None,
         env=env,
         state_dir=state_dir,
+        upload_dir=Path(os.environ.get("OPTIMA_UPLOAD_DIR") or state_dir / "uploads").expanduser().resolve(),
         secret_key=(os.environ.get("OPTIMA_SECRET_KEY") or "").strip() or None,
         dagster_storage_url=(os.environ.get("OPTIMA_DAGSTER_STORAGE_URL") or "").strip() or None,
         wb_base_url=(os.environ.get("OPTIMA_WB_BASE_URL") or "").strip() or None,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, timedelta
-from pathlib import Path
 
 import psycopg
 from psycopg import sql
@@ -33,8 +32,9 @@ from psycopg import sql
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import MergeResult, merge_rows
 from optima_pipelines.orchestration.queues import DIGITIZATION_SYNC, RNP_FINANCE_SYNC
+from optima_pipelines.settings import load_settings
 from optima_pipelines.sync.catalog import sync_cards
-from optima_pipelines.sync.report_file import IMPORT_COLUMNS, ParsedReport, header, parse_report_file
+from optima_pipelines.sync.report_file import IMPORT_COLUMNS, ParsedReport, header, parse_report_file, upload_path
 from optima_pipelines.sync.runs import Connect, SyncInput, SyncRun, finish, page_connection, paged_load, sql_file
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
@@ -252,7 +252,7 @@ def sync_day(inp: SyncInput) -> list[SyncRun]:
 
 def import_upload(inp: SyncInput) -> list[SyncRun]:
     """A user's uploaded report (``options``: path, format): parsed, checked to be the cabinet's, written."""
-    path = Path(inp.options["path"])
+    path = upload_path(load_settings().upload_dir, str(inp.options["path"]))
     report = parse_report_file(path, inp.options.get("format"))
 
     def refresh_catalog() -> None:
