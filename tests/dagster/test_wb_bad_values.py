@@ -67,7 +67,9 @@ def run_log(instance, result) -> str:
 
 
 @pytest.mark.drill
-def test_nan_money_is_refused_per_row_and_the_mart_keeps_its_figures(wb, warehouse_conn, dagster_instance):
+def test_nan_money_is_refused_per_row_and_the_mart_keeps_its_figures(
+    wb, warehouse_conn, dagster_instance, database_url
+):
     assert run_job("digitization_increment", dagster_instance, "c1").success
     yesterday = now_moscow().date() - timedelta(days=1)
     victim = next(o for o in wb.truth.orders("c1", yesterday) if o["priceWithDisc"])
@@ -95,6 +97,21 @@ def test_nan_money_is_refused_per_row_and_the_mart_keeps_its_figures(wb, warehou
     # WB sends it again on the next sync: the operator sees one row, seen twice.
     assert run_job("digitization_backfill", dagster_instance, "c1", window_days=3).success
     assert [r["times_seen"] for r in rejected(warehouse_conn, "wb_orders")] == [2]
+    assert rejected_metric(database_url, "wb_orders", "refused") == 1
+
+
+def rejected_metric(database_url: str, feed: str, outcome: str) -> float:
+    """What /metrics says (optima_wb_rejected_rows) for the feed and outcome."""
+    from optima_pipelines.ops.metrics import build_registry
+    from optima_pipelines.settings import load_settings
+    from tests.dagster.test_ops_metrics import sample, scrape
+
+    settings = load_settings()
+    registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
+    try:
+        return sample(scrape(registry), "optima_wb_rejected_rows", feed=feed, outcome=outcome)
+    finally:
+        collector.close()
 
 
 @pytest.mark.drill
