@@ -51,11 +51,18 @@ RAW_LIMIT = 8000
 MAX_BROKEN_LISTS = 200
 
 _RAW_ENCODER = msgspec.json.Encoder(decimal_format="number")
-#: What a bad value looks like in WB's JSON: NaN or infinity spelt out, a number in exponent form, a
-#: run of 16 digits or more, a date outside 2000..2100 (WB's "no date", 0001-01-01, aside). An answer
-#: without any is checked for rows from the future only; one with any gets every value checked.
+#: What a bad value looks like in WB's JSON: NaN or infinity spelt out; a number (or a number in a
+#: string) in exponent form; a JSON number of 16 digits or more; a date outside 2000..2100 (WB's "no
+#: date", 0001-01-01, aside). An answer without any is checked for rows from the future only; one with
+#: any gets every value of every row checked. Long digit *strings* are WB's ids (gNumber has 20
+#: digits), so the models whose amounts are strings (``VALUES_AS_TEXT``: the finance report) always get
+#: every value checked.
 _SUSPECT = re.compile(
-    rb'(?i:"[+-]?(?:s?nan|inf(?:inity)?)")|[0-9.][eE][+-]?[0-9]|[0-9]{16}|"(?!0001-01-01)(?!20[0-9][0-9]-|2100-)[0-9]{4}-[0-9][0-9]-'
+    rb'(?i:"[+-]?(?:s?nan|inf(?:inity)?)")'
+    rb"|[:\[,]\s*-?[0-9.]+[eE]"
+    rb'|"[+-]?[0-9]*\.?[0-9]+[eE][+-]?[0-9]+"'
+    rb"|[:\[,]\s*-?[0-9]{16}"
+    rb'|"(?!0001-01-01)(?!20[0-9][0-9]-|2100-)[0-9]{4}-[0-9][0-9]-'
 )
 _TREE_DECODER = msgspec.json.Decoder(float_hook=Decimal)
 
@@ -399,7 +406,8 @@ def decode_rows(
                 error = str(again)
         else:
             raise fail(f"rows fail to decode in more than {MAX_BROKEN_LISTS} places", None) from None
-    judge = _Judge(now, values=tree is not None or _SUSPECT.search(content) is not None)
+    values = tree is not None or _values_as_text(model) or _SUSPECT.search(content) is not None
+    judge = _Judge(now, values=values)
     if isinstance(decoded, list):
         item = _unwrap(mi.type_info(model)).item_type  # type: ignore[attr-defined]
         item = _unwrap(item)
@@ -421,6 +429,13 @@ def decode_rows(
         screening.refused = [dataclasses.replace(v, endpoint=endpoint) for v in screening.refused]
         screening.flagged = [dataclasses.replace(v, endpoint=endpoint) for v in screening.flagged]
     return decoded, screening
+
+
+def _values_as_text(model: Any) -> bool:
+    t = _unwrap(mi.type_info(model))
+    if isinstance(t, mi.ListType):
+        t = _unwrap(t.item_type)
+    return isinstance(t, mi.StructType) and bool(getattr(t.cls, "VALUES_AS_TEXT", False))
 
 
 def _key_at(model: Any, where: tuple[Any, ...], raw: Any) -> str | None:
