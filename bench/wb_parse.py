@@ -14,8 +14,8 @@ any figure is printed.
 
 A third figure is what judging every row costs (``wb.screening.decode_rows``, the client's path since
 issue 37: a bad value refuses its row, a row from the future is flagged), against the plain msgspec
-decode of the same bytes; it is measured on a clean body (only the times are looked at) and on one
-holding a NaN amount (every value of every row is checked).
+decode of the same bytes, on a clean body and on one holding a NaN amount (whose row is then
+refused, and the raw answer read a second time for the operator's record).
 
     python bench/wb_parse.py [--quick] [--rows 200000] [--repeat 3]
 """

@@ -51,19 +51,6 @@ RAW_LIMIT = 8000
 MAX_BROKEN_LISTS = 200
 
 _RAW_ENCODER = msgspec.json.Encoder(decimal_format="number")
-#: What a bad value looks like in WB's JSON: NaN or infinity spelt out; a number (or a number in a
-#: string) in exponent form; a JSON number of 16 digits or more; a date outside 2000..2100 (WB's "no
-#: date", 0001-01-01, aside). An answer without any is checked for rows from the future only; one with
-#: any gets every value of every row checked. Long digit *strings* are WB's ids (gNumber has 20
-#: digits), so the models whose amounts are strings (``VALUES_AS_TEXT``: the finance report) always get
-#: every value checked.
-_SUSPECT = re.compile(
-    rb'(?i:"[+-]?(?:s?nan|inf(?:inity)?)")'
-    rb"|[:\[,]\s*-?[0-9.]+[eE]"
-    rb'|"[+-]?[0-9]*\.?[0-9]+[eE][+-]?[0-9]+"'
-    rb"|[:\[,]\s*-?[0-9]{16}"
-    rb'|"(?!0001-01-01)(?!20[0-9][0-9]-|2100-)[0-9]{4}-[0-9][0-9]-'
-)
 _TREE_DECODER = msgspec.json.Decoder(float_hook=Decimal)
 
 
@@ -187,6 +174,42 @@ def _make_plan(cls: type) -> tuple[tuple[str, str, int, Any], ...]:
     return tuple(plan)
 
 
+_CHECKERS: dict[type, Callable[[Any], object]] = {}
+
+
+def _checker(cls: type) -> Callable[[Any], object]:
+    """A function of one struct of ``cls`` that returns something truthy when a value of it (nested
+    structs included, nested rows aside) breaks a rule: generated once per class, because judging
+    every row of every answer field by field in a loop cost as much as decoding it (bench/wb_parse.py).
+    ``value_problem`` then says which value and why."""
+    found = _CHECKERS.get(cls)
+    if found is not None:
+        return found
+    namespace: dict[str, Any] = {"checker": _checker}
+    lines = ["def check(o):"]
+    for n, (attr, _, kind, sub) in enumerate(_plan(cls)):
+        lines.append(f"    v = o.{attr}")
+        if kind == _DECIMAL:  # adjusted() < 15: |v| < 10^15; a zero with a large exponent is still zero
+            lines.append("    if v is not None and not (v.is_finite() and (v.adjusted() < 15 or not v)): return v")
+        elif kind == _INT:
+            lines.append(f"    if v is not None and not ({MIN_INT} <= v <= {MAX_INT}): return v")
+        elif kind in (_DATE, _DATETIME):
+            lines.append(f"    if v is not None and not ({EARLIEST.year} <= v.year <= {LATEST.year}): return v")
+        elif kind == _STRUCT:
+            namespace[f"sub{n}"] = sub
+            lines.append(f"    if v is not None and checker(sub{n})(v) is not None: return v")
+        elif kind == _LIST and not refusable(sub):
+            namespace[f"sub{n}"] = sub
+            lines.append("    if v is not None:")
+            lines.append(f"        c = checker(sub{n})")
+            lines.append("        for item in v:")
+            lines.append("            if c(item) is not None: return item")
+    lines.append("    return None")
+    exec(compile("\n".join(lines), f"<screening check of {cls.__qualname__}>", "exec"), namespace)
+    found = _CHECKERS[cls] = namespace["check"]
+    return found
+
+
 def value_problem(kind: int, value: Any) -> str | None:
     """Why a decoded value cannot be stored, or None."""
     if kind == _DECIMAL:
@@ -213,10 +236,8 @@ def _is_future(kind: int, value: Any, limit: datetime) -> bool:
 class _Judge:
     """Walks a decoded answer: refuses rows with values that cannot be stored, flags rows from the future."""
 
-    def __init__(self, now: datetime, *, values: bool = True):
+    def __init__(self, now: datetime):
         self.limit = now + FUTURE_ALLOWANCE
-        #: False: the answer holds nothing that looks like a bad value: only the times are looked at.
-        self.values = values
         self.refused: list[tuple[tuple[Any, ...], str, str]] = []  # (row path, field, reason)
         self.flagged: list[tuple[tuple[Any, ...], object, str, str]] = []
 
@@ -250,7 +271,7 @@ class _Judge:
     def row_problem(self, row: Any, where: tuple[Any, ...]) -> tuple[str, str] | None:
         """(field, reason) of the first value of ``row`` (nested rows aside) that cannot be stored;
         flags the row when one of its ``WHEN`` times is in the future."""
-        if self.values:
+        if _checker(type(row))(row) is not None:  # the fast check found something: say what
             problem = self._values(row, where)
             if problem is not None:
                 return problem
@@ -406,8 +427,7 @@ def decode_rows(
                 error = str(again)
         else:
             raise fail(f"rows fail to decode in more than {MAX_BROKEN_LISTS} places", None) from None
-    values = tree is not None or _values_as_text(model) or _SUSPECT.search(content) is not None
-    judge = _Judge(now, values=values)
+    judge = _Judge(now)
     if isinstance(decoded, list):
         item = _unwrap(mi.type_info(model)).item_type  # type: ignore[attr-defined]
         item = _unwrap(item)
@@ -429,13 +449,6 @@ def decode_rows(
         screening.refused = [dataclasses.replace(v, endpoint=endpoint) for v in screening.refused]
         screening.flagged = [dataclasses.replace(v, endpoint=endpoint) for v in screening.flagged]
     return decoded, screening
-
-
-def _values_as_text(model: Any) -> bool:
-    t = _unwrap(mi.type_info(model))
-    if isinstance(t, mi.ListType):
-        t = _unwrap(t.item_type)
-    return isinstance(t, mi.StructType) and bool(getattr(t.cls, "VALUES_AS_TEXT", False))
 
 
 def _key_at(model: Any, where: tuple[Any, ...], raw: Any) -> str | None:

@@ -20,7 +20,6 @@ class ReportLine(Row, rename="camel", kw_only=True):
 
     DERIVED = ("day",)
     WHEN = ("rr_date", "sale_dt", "order_dt")
-    VALUES_AS_TEXT = True  # money as strings: every value is checked (wb.screening)
     ROW_KEY = ("rrd_id", "srid", "nm_id")
 
     rrd_id: int
