@@ -12,6 +12,11 @@ Two ways to the same rows, measured in the same run on the same bytes:
 Both then produce COPY tuples (``order.copy_row()``). Both results are compared for equality before
 any figure is printed.
 
+A third figure is what judging every row costs (``wb.screening.decode_rows``, the client's path since
+issue 37: a bad value refuses its row, a row from the future is flagged), against the plain msgspec
+decode of the same bytes, on a clean body and on one holding a NaN amount (whose row is then
+refused, and the raw answer read a second time for the operator's record).
+
     python bench/wb_parse.py [--quick] [--rows 200000] [--repeat 3]
 """
 
@@ -32,7 +37,9 @@ if __package__ in (None, ""):
 
 from bench import harness
 from bench.harness import Bench, Option
+from optima_pipelines.timeutil import now_moscow
 from optima_pipelines.wb import Order
+from optima_pipelines.wb.screening import decode_rows
 
 
 def make_body(rows: int, seed: int = 1, offset: int = 0) -> bytes:
@@ -163,6 +170,11 @@ def parse_msgspec(body: bytes) -> list[Order]:
     return msgspec.json.decode(body, type=list[Order])
 
 
+def parse_screened(body: bytes) -> list[Order]:
+    rows, _ = decode_rows(body, list[Order], now_moscow(), lambda problem, field: ValueError(problem))
+    return rows
+
+
 def to_copy_rows(rows: list[Order]) -> list[tuple[Any, ...]]:
     return [r.copy_row() for r in rows]
 
@@ -190,6 +202,15 @@ def run(bench: Bench, opts: Any) -> None:
                  "rows/s", baseline_name=baseline, baseline=opts.rows / results["stdlib"][0], higher_is_better=True)  # fmt: skip
     bench.figure(f"parse {opts.rows // 1000}k orders to COPY tuples (client, msgspec)", opts.rows / results["msgspec"][1],
                  "rows/s", baseline_name=baseline, baseline=opts.rows / results["stdlib"][1], higher_is_better=True)  # fmt: skip
+    nan = body.replace(b'"priceWithDisc": ', b'"priceWithDisc": "NaN", "x": ', 1)
+    for label, data in (("clean", body), ("one NaN", nan)):
+        plain, _ = harness.best_of(opts.repeat, lambda data=data: parse_msgspec(data))
+        screened_s, rows = harness.best_of(opts.repeat, lambda data=data: parse_screened(data))
+        if len(rows) != opts.rows - (data is nan):
+            raise RuntimeError("the screened decode kept the wrong rows: no figures")
+        bench.figure(f"parse {opts.rows // 1000}k orders judging every row ({label} body)", opts.rows / screened_s,
+                     "rows/s", baseline_name="msgspec decode, no judging", baseline=opts.rows / plain,
+                     higher_is_better=True)  # fmt: skip
 
 
 if __name__ == "__main__":

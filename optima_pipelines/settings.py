@@ -58,6 +58,12 @@ ENVIRONMENT_VARIABLES: dict[str, EnvironmentVariable] = {
         "Folder for local state, relative to the working directory: the embedded PostgreSQL's data, `DAGSTER_HOME` "
         "(`dagster/<env>/`), the generated token key.",
     ),
+    "OPTIMA_UPLOAD_DIR": EnvironmentVariable(
+        None,
+        "Folder the realization reports users upload are read from (`import-user-report` requests name a file in "
+        "it); no other path is ever opened for a request.",
+        unset="`uploads` in the state folder",
+    ),
     "OPTIMA_SECRET_KEY": EnvironmentVariable(
         None,
         "Fernet key that encrypts WB tokens at rest; several keys, newest first, comma- or newline-separated, "
@@ -281,6 +287,8 @@ class Settings:
     database_url: str | None = field(repr=False)
     env: str
     state_dir: Path
+    #: Where uploaded reports are read from (OPTIMA_UPLOAD_DIR).
+    upload_dir: Path
     secret_key: str | None = field(repr=False)
     dagster_storage_url: str | None = field(repr=False)
     wb_base_url: str | None
@@ -395,6 +403,7 @@ def load_settings() -> Settings:
         database_url=(os.environ.get("OPTIMA_DATABASE_URL") or "").strip() or None,
         env=env,
         state_dir=state_dir,
+        upload_dir=Path(os.environ.get("OPTIMA_UPLOAD_DIR") or state_dir / "uploads").expanduser().resolve(),
         secret_key=(os.environ.get("OPTIMA_SECRET_KEY") or "").strip() or None,
         dagster_storage_url=(os.environ.get("OPTIMA_DAGSTER_STORAGE_URL") or "").strip() or None,
         wb_base_url=(os.environ.get("OPTIMA_WB_BASE_URL") or "").strip() or None,

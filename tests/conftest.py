@@ -171,6 +171,7 @@ def optima_env(
     monkeypatch.setenv("OPTIMA_ENV", env)
     monkeypatch.setenv("OPTIMA_STATE_DIR", str(state))
     monkeypatch.setenv("OPTIMA_SECRET_KEY", secret_key)
+    monkeypatch.setenv("OPTIMA_UPLOAD_DIR", str(tmp_path))  # where the tests write the reports they import
     monkeypatch.setenv("OPTIMA_PARTITION_RETENTION_MONTHS", TEST_RETENTION_MONTHS)
     # The in-process tests tick the re-aggregation sensor back to back (its pacing has a test of its own).
     monkeypatch.setenv("OPTIMA_REAGGREGATE_EVERY_SECONDS", "0")

@@ -27,7 +27,7 @@ from starlette.routing import Route
 
 from wb_simulator.api import ENDPOINTS, Endpoint, Request, Response
 from wb_simulator.api.base import gateway_error, not_found
-from wb_simulator.faults import ENVELOPE_ERROR_TEXT, server_error_body, truncated
+from wb_simulator.faults import ENVELOPE_ERROR_TEXT, Fault, server_error_body, truncated
 from wb_simulator.limits import Decision, rule_for
 from wb_simulator.simulator import Simulator
 from wb_simulator.tokens import TokenInfo, TokenRejected
@@ -68,7 +68,7 @@ def _corrupt(value: Any) -> bool:
     return True
 
 
-def _run(sim: Simulator, ep: Endpoint, info: TokenInfo, http: HttpRequest, body: bytes, fault: str | None) -> Response:
+def _run(sim: Simulator, ep: Endpoint, info: TokenInfo, http: HttpRequest, body: bytes, fault: Fault) -> Response:
     with sim.lock:
         t = sim.sync()
         req = Request(
@@ -84,10 +84,16 @@ def _run(sim: Simulator, ep: Endpoint, info: TokenInfo, http: HttpRequest, body:
             t=t,
         )
         resp = ep.handler(req)
-    if resp.status == 200 and fault == "wrong_types" and resp.body is not None:
+    if resp.status == 200 and fault.kind == "wrong_types" and resp.body is not None:
         _corrupt(resp.body)
+    if resp.status == 200 and fault.rewrite is not None:
+        rewritten = fault.rewrite(resp.body)
+        if isinstance(rewritten, bytes):
+            resp.raw = rewritten
+            return resp
+        resp.body = rewritten
     raw = resp.encoded()
-    if resp.status == 200 and fault == "truncate":
+    if resp.status == 200 and fault.kind == "truncate":
         raw = truncated(raw)
     resp.raw = raw
     return resp
@@ -137,7 +143,7 @@ def create_app(sim: Simulator) -> Starlette:
         if fault.kind == "envelope_error":
             failed = {"data": None, "error": True, "errorText": ENVELOPE_ERROR_TEXT, "additionalErrors": None}
             return _http(Response(200, failed), remaining)
-        resp = await run_in_threadpool(_run, sim, ep, info, http, await http.body(), fault.kind)
+        resp = await run_in_threadpool(_run, sim, ep, info, http, await http.body(), fault)
         if fault.kind == "lost_reply":  # the method ran; its answer is lost on the way back
             lost = {"title": "internal server error", "detail": "upstream timeout", "status": fault.status}
             return _http(Response(fault.status, lost), remaining)

@@ -19,6 +19,10 @@ Kinds, checked in this order on each matching request (the first that fires wins
   WB's gateway loses the reply of a write that was applied;
 - ``envelope_error``: a 200 with WB's envelope saying the method failed, ``{"data": null,
   "error": true, "errorText": ENVELOPE_ERROR_TEXT}``; the method does not run;
+- ``rewrite``: a function given the answer's body (WB's JSON as Python values) that returns the
+  body to send instead, or ``bytes`` to send as they are (JSON Python cannot write: ``1e400``): WB
+  serving hand-made rows (a NaN amount, a date in year 9999). Applies to every matching 200 answer
+  (``times`` and ``after`` bound it); only in process, not over ``/__sim/faults``;
 - ``latency_s``: added before the answer, for every matching request, or only for a
   ``latency_spike_rate`` fraction of them.
 
@@ -33,6 +37,7 @@ import fnmatch
 import random
 import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +55,7 @@ class FaultRule:
     empty_204: float = 0.0
     lost_reply: float = 0.0
     envelope_error: float = 0.0
+    rewrite: Callable[[Any], Any] | None = None
     times: int | None = None
     after: int = 0
     fired: int = 0
@@ -73,6 +79,8 @@ class Fault:
     kind: str | None
     status: int = 200
     latency_s: float = 0.0
+    #: The ``rewrite`` rule's function (kind "rewrite").
+    rewrite: Callable[[Any], Any] | None = None
 
 
 _KINDS = (
@@ -133,6 +141,7 @@ class Faults:
         empty_204: bool | float = False,
         lost_reply: bool | float = False,
         envelope_error: bool | float = False,
+        rewrite: Callable[[Any], Any] | None = None,
         times: int | None = None,
         after: int = 0,
     ) -> FaultRule:
@@ -143,6 +152,8 @@ class Faults:
             raise ValueError(f"times must be None or at least 0, got {times!r}")
         if after < 0:
             raise ValueError(f"after must be at least 0, got {after!r}")
+        if rewrite is not None and not callable(rewrite):
+            raise ValueError("rewrite must be a function of the answer's body (in process only)")
         with self._lock:
             self._count += 1
             rule = FaultRule(
@@ -159,6 +170,7 @@ class Faults:
                 empty_204=_rate(empty_204, "empty_204"),
                 lost_reply=_rate(lost_reply, "lost_reply"),
                 envelope_error=_rate(envelope_error, "envelope_error"),
+                rewrite=rewrite,
                 times=times,
                 after=after,
                 rng=random.Random(zlib.crc32(f"{self._seed}:fault:{self._count}".encode())),
@@ -196,6 +208,9 @@ class Faults:
                     continue
                 if rule.times is not None and rule.fired >= rule.times:
                     continue
+                if rule.rewrite is not None:
+                    rule.fired += 1
+                    return Fault("rewrite", 200, latency, rule.rewrite)
                 draw = rule.rng.random()
                 edge = 0.0
                 for kind in _KINDS:

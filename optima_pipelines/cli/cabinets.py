@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from optima_pipelines.errors import InvalidInput
 from optima_pipelines.operations.runtime import open_deployment
 from optima_pipelines.settings import load_settings
 from optima_pipelines.warehouse import cabinets as repo
-from optima_pipelines.warehouse.secrets import KEY_FILE, TokenCipher, load_key, split_keys, write_key_file
+from optima_pipelines.warehouse.secrets import KEY_FILE, TokenCipher, key_source, load_key, split_keys, write_key_file
 
 
 def _read_token(token: str | None, token_file: Path | None, token_env: str | None) -> str | None:
@@ -25,18 +26,42 @@ def _read_token(token: str | None, token_file: Path | None, token_env: str | Non
     if token is not None:
         return token
     if token_file is not None:
-        try:
-            return token_file.read_text().strip()
-        except OSError as exc:
-            raise InvalidInput(f"cannot read token file {token_file}: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise InvalidInput(f"cannot read token file {token_file}: it is not UTF-8 text") from None
+        return _read_token_file(token_file)
     if token_env is not None:
         value = os.environ.get(token_env)
         if not value:
             raise InvalidInput(f"environment variable {token_env} is not set")
         return value.strip()
     return None
+
+
+#: A token file holds one token (WB's are at most 8,192 characters): a larger one is not a token file.
+TOKEN_FILE_LIMIT = 64 * 1024
+_BOM = b"\xef\xbb\xbf"
+
+
+def _read_token_file(path: Path) -> str:
+    """The token in a regular file of at most TOKEN_FILE_LIMIT bytes, UTF-8 (a leading BOM, as Windows
+    editors write, is dropped). A device (/dev/zero), a FIFO or a folder is refused before it is
+    read: reading it would never end or fill the memory."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise InvalidInput(f"cannot read token file {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a device or socket"
+        raise InvalidInput(f"token file {path} is {kind}, not a regular file: give the file that holds the token")
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(TOKEN_FILE_LIMIT + 1)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read token file {path}: {exc.strerror}") from None
+    if len(data) > TOKEN_FILE_LIMIT:
+        raise InvalidInput(f"token file {path} is larger than {TOKEN_FILE_LIMIT // 1024} KiB: it does not hold a token")
+    try:
+        return data.removeprefix(_BOM).decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise InvalidInput(f"cannot read token file {path}: it is not UTF-8 text") from None
 
 
 @click.group(name="cabinets")
@@ -57,7 +82,10 @@ def add_cmd(
     """Register a cabinet. The token is stored encrypted and never printed."""
     secret = _read_token(token, token_file, token_env)
     with open_deployment() as dep, dep.connect() as conn:
-        cab = repo.add_cabinet(conn, dep.cipher(), cabinet_id, name or cabinet_id, secret, status)
+        cipher = dep.cipher()
+        if secret is not None:
+            repo.check_key(conn, cipher, key_source(dep.settings))
+        cab = repo.add_cabinet(conn, cipher, cabinet_id, name or cabinet_id, secret, status)
         conn.commit()
     click.echo(f"added cabinet {cab.id} ({cab.status}, token {'set' if cab.has_token else 'not set'})")
 
@@ -73,7 +101,9 @@ def set_token_cmd(cabinet_id: str, token: str | None, token_file: Path | None, t
     if secret is None:
         raise InvalidInput("give the token with --token, --token-file or --token-env")
     with open_deployment() as dep, dep.connect() as conn:
-        repo.set_token(conn, dep.cipher(), cabinet_id, secret)
+        cipher = dep.cipher()
+        repo.check_key(conn, cipher, key_source(dep.settings), replacing=cabinet_id)
+        repo.set_token(conn, cipher, cabinet_id, secret)
         conn.commit()
     click.echo(f"token of cabinet {cabinet_id} replaced")
 

@@ -147,6 +147,7 @@ class OptimaCollector(Collector):
                 families += self._collect_sweeps(conn)
                 if self._run_workers:
                     families += self._collect_run_workers(conn)
+                families += self._collect_rejected_rows(conn)
             except Exception as exc:
                 # Never a half-read scrape that looks like "all zero": report the failure instead.
                 logger.warning("metrics scrape failed: %s: %s", exc.__class__.__name__, exc)
@@ -358,6 +359,17 @@ class OptimaCollector(Collector):
             value=1 if workers.broker_reachable().ok else 0,
         )
         return [alive, processes, broker]
+
+    def _collect_rejected_rows(self, conn: psycopg.Connection) -> list[Metric]:
+        rows = GaugeMetricFamily(
+            "optima_wb_rejected_rows",
+            "Distinct rows WB sent in the last 24 h that syncs refused (a bad value: not stored) or flagged "
+            "(a time in the future: stored), by feed; the rows themselves are in wb_rejected_rows",
+            labels=["feed", "outcome"],
+        )
+        for feed, outcome, n in conn.execute(load("wb_rejected_rows")).fetchall():
+            rows.add_metric([feed, outcome], n)
+        return [rows]
 
 
 def build_registry(database_url: str, warehouse_schema: str, dagster_schema: str) -> tuple[CollectorRegistry, Any]:

@@ -129,6 +129,7 @@ def load_campaigns(inp: SyncInput, queue: str = QUEUE) -> tuple[FeedLoad, list[C
             products,
             day_column=None,
         )
+        run.screen(conn, campaigns.screening)
         gone = conn.execute(
             """DELETE FROM ad_campaign_products p
                WHERE p.cabinet_id = %s AND p.advert_id = ANY(%s)
@@ -166,10 +167,9 @@ def load_stats(
         advertised = _advertised(conn, cabinet_id)
         with paged_load(conn, run, state_feed):
             for i, chunk in enumerate(chunks):
-                stats = client.fullstats(chunk, begin, end)
+                answer = client.fullstats(chunk, begin, end)
                 run.requests += 1
-                if only_day is not None:
-                    stats = [s for s in stats if s.day == only_day]
+                stats = [s for s in answer if s.day == only_day] if only_day is not None else answer
                 run.fetched(s.day for s in stats)
                 rows = [(cabinet_id, *s.copy_row(), (s.advert_id, s.nm_id) not in advertised) for s in stats]
                 with conn.transaction():
@@ -181,6 +181,7 @@ def load_stats(
                         rows,
                         run_id=run_id,
                     )
+                    run.screen(conn, answer.screening)
                     if state_feed is not None:
                         save_cursor(conn, cabinet_id, state_feed, {**window, "pending": chunks[i + 1 :]}, run_id)
         if run.deferred_until is None:

@@ -27,7 +27,7 @@ from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import CATALOG_SYNC
 from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection, sql_file
 from optima_pipelines.timeutil import now_moscow
-from optima_pipelines.wb import Card, Price, WbClient, WbDeferred
+from optima_pipelines.wb import Card, Page, Price, WbClient, WbDeferred
 
 QUEUE = CATALOG_SYNC
 CARDS_STATE_FEED = "cards"
@@ -88,7 +88,7 @@ def price_row(cabinet_id: str, p: Price) -> tuple[Any, ...]:
 def _load_listing(
     connect: Connect,
     runs: list[FeedLoad],
-    pages: Iterable[Sequence[T]],
+    pages: Iterable[Page[T]],
     to_rows: Callable[[Sequence[T]], list[tuple[Any, ...]]],
     columns: Sequence[str],
     state_feed: str,
@@ -101,6 +101,7 @@ def _load_listing(
     run = runs[0]
     cabinet_id = run.cabinet_id
     seen: list[int] = []
+    refused = False
     with page_connection(connect) as conn:
         try:
             for page in pages:
@@ -108,12 +109,19 @@ def _load_listing(
                 run.fetched([None] * len(page))
                 rows = to_rows(page)
                 seen.extend(r[1] for r in rows)
+                refused = refused or bool(page.screening.refused)
                 with conn.transaction():
                     run.merge += merge_rows(conn, run.feed, columns, ("cabinet_id", "nm_id"), rows, day_column=None)
+                    run.screen(conn, page.screening)
                     if after_page is not None:
                         after_page(conn, rows)
         except WbDeferred as deferred:
             finish(conn, runs, state_feed=state_feed, deferred=deferred)
+            return
+        if refused:
+            # A product WB sent with a bad value keeps its row: the listing is not whole, and, like
+            # one cut short, removes nothing.
+            finish(conn, runs, state_feed=state_feed)
             return
         with conn.transaction():
             gone = conn.execute(

@@ -30,7 +30,8 @@ from optima_pipelines.orchestration.queues import DIGITIZATION_SYNC
 from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, note_stored, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
 from optima_pipelines.timeutil import MOSCOW, now_moscow
-from optima_pipelines.wb import Order, Sale, WbClient, WbDeferred
+from optima_pipelines.wb import Order, Page, Sale, WbClient, WbDeferred
+from optima_pipelines.wb.screening import FUTURE_ALLOWANCE
 
 #: Re-read this much before the stored cursor: WB publishes its feed in batches (every ~30 min) and
 #: rows can appear with a lastChangeDate slightly before the newest one already seen.
@@ -68,7 +69,7 @@ class Feed:
     key: tuple[str, ...]
     model: type
     #: (client, dateFrom, flag, the keys already read at dateFrom) → pages.
-    fetch: Callable[[WbClient, datetime | date, int, frozenset[str]], Iterator[list[Any]]]
+    fetch: Callable[[WbClient, datetime | date, int, frozenset[str]], Iterator[Page[Any]]]
 
     @property
     def key_attr(self) -> str:
@@ -158,13 +159,17 @@ def load_feed(
                         ", ".join(str(r.srid) for r in keyless),
                     )
                 rows = feed.to_rows(page, cabinet_id, only_day)
+                # The cursor comes from the rows of the present only: a row from the future is stored
+                # and flagged, never where the next increment starts (it would ask WB for nothing).
+                present = page.present()
                 with conn.transaction():
                     if feed is ORDERS:
                         _note_moved_lines(conn, run, cabinet_id, rows)
                     run.merge += merge_rows(conn, feed.table, feed.columns, feed.key, rows, run_id=run_id)
-                    if page:
-                        newest = max(r.last_change_date for r in page)
-                        keys = {str(getattr(r, feed.key_attr)) for r in page if r.last_change_date == newest}
+                    run.screen(conn, page.screening)
+                    if present:
+                        newest = max(r.last_change_date for r in present)
+                        keys = {str(getattr(r, feed.key_attr)) for r in present if r.last_change_date == newest}
                         if cursor is None or newest > cursor:
                             cursor, at_cursor = newest, keys
                         elif newest == cursor:
@@ -218,7 +223,7 @@ class _Yield(Exception):
 
 def increment_start(connect: Connect, feed: Feed, cabinet_id: str) -> tuple[datetime, frozenset[str]]:
     """Where the increment starts, and the keys already read there: the stored cursor minus the
-    overlap, else WB's 90-day horizon. A load WB paused (or that yielded) goes on from exactly
+    overlap, else (no cursor, or one from the future) WB's 90-day horizon. A load WB paused (or that yielded) goes on from exactly
     where it stopped, knowing the rows it read there: with no overlap, and WB's repeat of the
     stop's rows being nothing new, the rest may take one request. (With the overlap on every
     resume, sales' one request a minute never let an increment end: each resume re-read the last
@@ -227,9 +232,19 @@ def increment_start(connect: Connect, feed: Feed, cabinet_id: str) -> tuple[date
         state = get_state(conn, cabinet_id, feed.name)
     if state.cursor and state.cursor.get("last_change_date"):
         at = datetime.fromisoformat(state.cursor["last_change_date"])
-        if state.resume_at is not None:
-            return at, frozenset(state.cursor.get("keys_at") or ())
-        return at - INCREMENT_OVERLAP, frozenset()
+        if at <= now_moscow() + FUTURE_ALLOWANCE:
+            if state.resume_at is not None:
+                return at, frozenset(state.cursor.get("keys_at") or ())
+            return at - INCREMENT_OVERLAP, frozenset()
+        # A cursor from the future (saved before rows were screened, docs/data.md): WB has nothing
+        # after it, and where the feed really stood is unknown: start over as a first increment does.
+        log.warning(
+            "%s of cabinet %s: the cursor %s is in the future; reading WB's last %d days again",
+            feed.name,
+            cabinet_id,
+            at.isoformat(),
+            WB_HORIZON_DAYS,
+        )
     return window_start(now_moscow().date() - timedelta(days=WB_HORIZON_DAYS)), frozenset()
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, timedelta
-from pathlib import Path
 
 import psycopg
 from psycopg import sql
@@ -33,8 +32,9 @@ from psycopg import sql
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import MergeResult, merge_rows
 from optima_pipelines.orchestration.queues import DIGITIZATION_SYNC, RNP_FINANCE_SYNC
+from optima_pipelines.settings import load_settings
 from optima_pipelines.sync.catalog import sync_cards
-from optima_pipelines.sync.report_file import IMPORT_COLUMNS, ParsedReport, header, parse_report_file
+from optima_pipelines.sync.report_file import IMPORT_COLUMNS, ParsedReport, header, parse_report_file, upload_path
 from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection, paged_load, sql_file
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
@@ -111,7 +111,8 @@ def load_report(
                 run.fetched(line.day for line in page)
                 with conn.transaction():  # the page and the cursor after it commit together
                     _store_api_page(conn, run, page)
-                    if state_feed is not None:
+                    run.screen(conn, page.screening)
+                    if state_feed is not None and page:
                         cursor = {**window, "after_rrd_id": page[-1].rrd_id, "complete": False}
                         save_cursor(conn, cabinet_id, state_feed, cursor, run_id)
             run.requests += 1  # the 204 that ended the report
@@ -133,6 +134,8 @@ def _with_api_counts(name: str) -> sql.Composed:
 
 def _store_api_page(conn: psycopg.Connection, run: FeedLoad, page: list[ReportLine]) -> None:
     """Merge one page of API lines; drop the uploaded twins they replace; note the affected days."""
+    if not page:
+        return
     rows = [(run.cabinet_id, *line.copy_row()) for line in page]
     rrd_ids = [line.rrd_id for line in page]
     with conn.transaction():
@@ -249,7 +252,7 @@ def sync_day(inp: SyncInput) -> list[FeedLoad]:
 
 def import_upload(inp: SyncInput) -> list[FeedLoad]:
     """A user's uploaded report (``options``: path, format): parsed, checked to be the cabinet's, written."""
-    path = Path(inp.options["path"])
+    path = upload_path(load_settings().upload_dir, str(inp.options["path"]))
     report = parse_report_file(path, inp.options.get("format"))
 
     def refresh_catalog() -> None:

@@ -92,6 +92,9 @@ def sync_funnel(
                 run.requests += 1
                 rows = [r for r in (funnel_day(p, day) for p in products) if r is not None]
                 run.fetched(r.day for r in rows)
+                # A product WB sent with a bad value keeps the day's row it had: the day is replaced
+                # only when every product of it came whole.
+                whole = not products.screening.refused
                 with conn.transaction():
                     run.merge += merge_rows(
                         conn,
@@ -101,10 +104,11 @@ def sync_funnel(
                         [(cabinet_id, *r.copy_row()) for r in rows],
                         run_id=run_id,
                     )
+                    run.screen(conn, products.screening)
                     gone = conn.execute(
                         "DELETE FROM rnp_funnel_stats WHERE cabinet_id = %s AND day = %s AND nm_id <> ALL(%s) "
-                        "RETURNING day",
-                        (cabinet_id, day, [r.nm_id for r in rows]),
+                        "AND %s RETURNING day",
+                        (cabinet_id, day, [r.nm_id for r in rows], whole),
                     ).fetchall()
                     run.deleted(d for (d,) in gone)
                     remaining.pop(0)

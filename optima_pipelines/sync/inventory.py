@@ -15,7 +15,7 @@ from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import INVENTORY_SYNC
 from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection
 from optima_pipelines.timeutil import now_moscow, today_moscow
-from optima_pipelines.wb import Stock, WbClient, WbDeferred
+from optima_pipelines.wb import Screening, Stock, WbClient, WbDeferred
 
 QUEUE = INVENTORY_SYNC
 FEED = "stocks"
@@ -31,11 +31,13 @@ def sync_stocks(
     run = FeedLoad(QUEUE, FEED, cabinet_id, run_id, trigger)
     day = day or today_moscow()
     snapshot: list[Stock] = []
+    screening = Screening()
     with page_connection(connect) as conn:
         try:
             for page in client.iter_stocks():
                 run.requests += 1
                 snapshot.extend(page)
+                screening.add(page.screening)
         except WbDeferred as deferred:
             finish(conn, [run], state_feed=STATE_FEED, deferred=deferred)
             return run
@@ -51,15 +53,19 @@ def sync_stocks(
                 # When WB answered (a replay: when the landed answer came), as a new row's first sight.
                 on_insert={"snapshot_at": client.answered_at or now_moscow()},
             )
+            run.screen(conn, screening)
+            # A stock WB sent with a bad value keeps the row it had: a snapshot with a refused row
+            # removes nothing (it cannot tell which rows are gone).
             gone = conn.execute(
                 """DELETE FROM stocks s
-                   WHERE s.cabinet_id = %s AND s.day = %s
+                   WHERE s.cabinet_id = %s AND s.day = %s AND %s
                      AND (s.nm_id, s.chrt_id, s.warehouse_id) NOT IN (
                          SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]))
                    RETURNING s.day""",
                 (
                     cabinet_id,
                     day,
+                    not screening.refused,
                     [s.nm_id for s in snapshot],
                     [s.chrt_id for s in snapshot],
                     [s.warehouse_id for s in snapshot],

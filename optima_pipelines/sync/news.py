@@ -189,7 +189,8 @@ def _sync_with(inp: SyncInput, client: WbClient, run: FeedLoad) -> None:
         run.fetched([None] * len(page))
         with inp.connect() as conn, conn.transaction():
             run.merge += merge_rows(conn, FEED, COLUMNS, ("news_id",), [article_row(n) for n in page], day_column=None)
-        if len(page) < NEWS_MAX_ITEMS:
+            run.screen(conn, page.screening)
+        if len(page) + len(page.screening.refused) < NEWS_MAX_ITEMS or not page:
             break
     with inp.connect() as conn, conn.transaction():
         run.record(conn)

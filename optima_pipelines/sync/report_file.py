@@ -9,7 +9,9 @@ parsed report, and checking that it is the cabinet's, is ``sync/finance.py``'s.
 from __future__ import annotations
 
 import csv
+import os
 import re
+import stat
 import unicodedata
 import zipfile
 from collections import Counter
@@ -190,6 +192,33 @@ class ParsedReport:
             if nm and nm not in first:
                 first[nm] = number
         return first
+
+
+def upload_path(upload_dir: Path, name: str) -> Path:
+    """The uploaded report ``name`` names, which must be a regular file in ``upload_dir``
+    (OPTIMA_UPLOAD_DIR): a request never makes the run open another path (``secret.key``,
+    ``/proc/self/environ``), whether by an absolute path, ``..`` or a symlink that leads out.
+    A relative name is taken in the upload folder. InvalidInput names what is wrong."""
+    folder = Path(os.path.realpath(upload_dir))
+    given = Path(name.strip())
+    shown = repr(name if len(name) <= 200 else f"{name[:80]}…{name[-40:]}")
+    if "\0" in name:
+        raise InvalidInput("the report's path holds a NUL character")
+    target = Path(os.path.realpath(given if given.is_absolute() else folder / given))
+    if not target.is_relative_to(folder) or target == folder:
+        raise InvalidInput(
+            f"report file {shown} is not in the upload folder {folder} (OPTIMA_UPLOAD_DIR): reports are "
+            "read from there only"
+        )
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        raise InvalidInput(f"report file {shown} does not exist") from None
+    except OSError as exc:
+        raise InvalidInput(f"report file {shown} cannot be read ({exc.strerror})") from None
+    if not stat.S_ISREG(mode):
+        raise InvalidInput(f"report file {shown} is not a regular file")
+    return target
 
 
 def report_format(path: str | Path, declared: str | None) -> str:

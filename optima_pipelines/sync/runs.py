@@ -29,9 +29,11 @@ from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.landing.store import sync_context
 from optima_pipelines.load import MergeResult
+from optima_pipelines.logs import get_logger
 from optima_pipelines.operations.records import record_feed_sync
 from optima_pipelines.sync.state import mark_deferred, mark_success
 from optima_pipelines.wb import WbClient, WbDeferred
+from optima_pipelines.wb.screening import Screening
 
 Connect = Callable[[], psycopg.Connection]
 
@@ -40,6 +42,7 @@ TRIGGERS = ("scheduled", "user_import", "backfill", "manual")
 
 #: The text of ``sync/sql/<name>.sql``.
 sql_file = SqlFiles(__file__)
+log = get_logger(__name__)
 
 
 @contextmanager
@@ -102,6 +105,11 @@ class FeedLoad:
     report_days: set[date] = field(default_factory=set)
     #: Rows WB sent without their key: not stored (logged).
     rows_skipped: int = 0
+    #: Rows WB sent with a bad value (refused: not stored) or from the future (flagged: stored), each
+    #: counted once a run however often WB repeats it; recorded in wb_rejected_rows (``screen``).
+    rows_refused: int = 0
+    rows_flagged: int = 0
+    screened: set[tuple[str, str]] = field(default_factory=set, repr=False)
     deferred_until: datetime | None = None
     deferred_reason: str | None = None
 
@@ -171,6 +179,8 @@ class FeedLoad:
         return {
             "rows_fetched": self.rows_fetched,
             "rows_skipped": self.rows_skipped,
+            "rows_refused": self.rows_refused,
+            "rows_flagged": self.rows_flagged,
             "rows_inserted": self.merge.inserted,
             "rows_updated": self.merge.updated,
             "rows_deleted": self.rows_deleted,
@@ -178,6 +188,52 @@ class FeedLoad:
             "changed_days": iso_days(self.changed_days),
             "deferred_until": self.deferred_until.isoformat() if self.deferred_until else None,
         }
+
+    def screen(self, conn: psycopg.Connection, screening: Screening) -> None:
+        """Record what a page's screening refused and flagged (``wb.screening``), in the page's
+        transaction, and say so in the log: the rest of the page is stored as usual."""
+        new = []
+        for verdict in (*screening.refused, *screening.flagged):
+            if (verdict.outcome, verdict.raw) not in self.screened:
+                self.screened.add((verdict.outcome, verdict.raw))
+                new.append(verdict)
+        if not new:
+            return
+        conn.execute(
+            sql_file("wb_rejected_rows_record"),
+            {
+                "cabinet_id": self.cabinet_id,
+                "feed": self.feed,
+                "run_id": self.run_id,
+                "endpoints": [v.endpoint for v in new],
+                "outcomes": [v.outcome for v in new],
+                "keys": [v.key for v in new],
+                "fields": [v.field for v in new],
+                "reasons": [v.reason for v in new],
+                "raws": [v.raw for v in new],
+            },
+        )
+        refused = [v for v in new if v.outcome == "refused"]
+        flagged = [v for v in new if v.outcome == "flagged"]
+        self.rows_refused += len(refused)
+        self.rows_flagged += len(flagged)
+        for outcome, verdicts, meaning in (
+            ("refused", refused, "not stored"),
+            ("flagged", flagged, "stored, never a cursor"),
+        ):
+            if verdicts:
+                shown = "; ".join(f"{v.key or 'a row'}: {v.reason}" for v in verdicts[:5])
+                more = f" and {len(verdicts) - 5} more" if len(verdicts) > 5 else ""
+                log.warning(
+                    "%s of cabinet %s: %s %d row(s) WB sent (%s): %s%s; see wb_rejected_rows",
+                    self.feed,
+                    self.cabinet_id,
+                    outcome,
+                    len(verdicts),
+                    meaning,
+                    shown,
+                    more,
+                )
 
     def record(self, conn: psycopg.Connection, *, status: str = "success", error: str | None = None) -> None:
         """This sync's figures for /metrics, in the caller's transaction."""

@@ -140,6 +140,29 @@ def set_token(conn: psycopg.Connection, cipher: TokenCipher, cabinet_id: str, to
         raise UnknownCabinet(cabinet_id)
 
 
+def check_key(conn: psycopg.Connection, cipher: TokenCipher, source: str, *, replacing: str | None = None) -> None:
+    """ConfigError unless ``cipher`` decrypts every stored token (but ``replacing``'s, about to be
+    replaced): a token stored under another key than the others' would fail every sync of its
+    cabinet, and the others' tokens would still not open. ``source`` names the key in use."""
+    rows = conn.execute(
+        "SELECT id, wb_token_encrypted FROM cabinets WHERE wb_token_encrypted IS NOT NULL AND id IS DISTINCT FROM %s "
+        "ORDER BY id",
+        (replacing,),
+    ).fetchall()
+    unreadable = []
+    for cabinet_id, blob in rows:
+        try:
+            cipher.decrypt(blob)
+        except ConfigError:
+            unreadable.append(cabinet_id)
+    if unreadable:
+        more = f" (and {len(unreadable) - 1} more)" if len(unreadable) > 1 else ""
+        raise ConfigError(
+            f"the token key in use, {source}, does not decrypt the stored token of cabinet {unreadable[0]!r}{more}: "
+            "set the key the tokens were stored with (or `cabinets rotate-key` to change keys); nothing was stored"
+        )
+
+
 def mark_token_rejected(conn: psycopg.Connection, cabinet_id: str, reason: str) -> bool:
     """An active cabinet whose token WB rejected becomes token_invalid, with why and when (scheduled
     work skips it from now on). True if this call changed it: the one moment worth an alert."""

@@ -11,6 +11,7 @@ when some process cannot read some token (``optima-pipelines cabinets rotate-key
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -35,6 +36,18 @@ def load_key(settings: Settings, *, create: bool = True) -> bytes:
         key = path.read_bytes().strip()
     split_keys(key)  # validates
     return key
+
+
+def key_source(settings: Settings) -> str:
+    """Which key is in use, for a message: where it comes from and a fingerprint (never the key)."""
+    key = settings.secret_key.encode() if settings.secret_key else None
+    where = "OPTIMA_SECRET_KEY" if key is not None else str(settings.state_dir / KEY_FILE)
+    if key is None:
+        try:
+            key = (settings.state_dir / KEY_FILE).read_bytes().strip()
+        except OSError:
+            return where
+    return f"{where} (fingerprint {hashlib.sha256(key).hexdigest()[:12]})"
 
 
 def split_keys(material: bytes) -> list[bytes]:

@@ -15,7 +15,10 @@ No Dagster here: ``optima_pipelines.resources.wb.WbApi`` wraps it for assets.
 The models (``Order``, ``Campaign``, ...) are WB's wire schema, one module of ``wb/models/`` per
 WB API section; import them from here.
 
-Methods (every iterator yields one list per WB page; lists are complete or an exception is raised):
+Methods (every iterator yields one list per WB page; lists are complete or an exception is raised).
+Rows are judged one by one (``wb.screening``): a page (a ``Page``) holds the rows that passed, and
+its ``screening`` the rows refused for a bad value and those flagged as from the future (a load
+records them with ``FeedLoad.screen``); only an answer broken outside its rows fails the page.
 
 - statistics: ``iter_orders(date_from, *, flag=0) -> Iterator[list[Order]]``,
   ``iter_sales(date_from, *, flag=0) -> Iterator[list[Sale]]`` (flag 0: changed since, to the end,
@@ -77,6 +80,7 @@ from optima_pipelines.wb.models.feedbacks import Feedback, Question
 from optima_pipelines.wb.models.finance import ReportLine
 from optima_pipelines.wb.models.prices import Price, PriceTaskItem, PriceTaskResult, PriceUpdate
 from optima_pipelines.wb.models.statistics import Order, Sale
+from optima_pipelines.wb.screening import Page, Screening, Verdict
 
 __all__ = [
     "CATEGORIES",
@@ -100,6 +104,7 @@ __all__ = [
     "MinBid",
     "News",
     "Order",
+    "Page",
     "Ping",
     "PostgresLimiterStore",
     "Price",
@@ -110,7 +115,9 @@ __all__ = [
     "RateLimiter",
     "ReportLine",
     "Sale",
+    "Screening",
     "Stock",
+    "Verdict",
     "WbAuthError",
     "WbClient",
     "WbConfig",

@@ -20,6 +20,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import date, datetime, timedelta
 from typing import Any, TypeVar
 
+import msgspec
+
 from optima_pipelines.timeutil import as_moscow
 from optima_pipelines.wb.config import CATEGORIES, WbConfig
 from optima_pipelines.wb.errors import WbRequestError
@@ -71,6 +73,7 @@ from optima_pipelines.wb.models.prices import (
     _UploadResponse,
 )
 from optima_pipelines.wb.models.statistics import Order, Sale
+from optima_pipelines.wb.screening import Page, Screening
 
 T = TypeVar("T")
 
@@ -112,6 +115,12 @@ FEEDBACKS_MAX_SKIP = 199_990
 QUESTIONS_MAX_SKIP_TAKE = 10_000
 NEWS_MAX_ITEMS = 100
 ANSWER_TEXT = (2, 5000)
+
+
+class _RrdId(msgspec.Struct, gc=False):
+    """A report line's cursor alone: where the next page starts when a line of the page was refused."""
+
+    rrd_id: int = msgspec.field(name="rrdId")
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
@@ -208,6 +217,20 @@ class WbClient:
         assert response is not None
         return self._t.decode(endpoint, response, model, empty=empty)
 
+    def _rows(
+        self,
+        endpoint: Endpoint,
+        model: type[T],
+        *,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        empty: T | None = None,
+    ) -> tuple[T, Screening]:
+        """An answer that holds rows, each judged on its own (``wb.screening``)."""
+        response = self._t.call(endpoint, params=params, json_body=body)
+        assert response is not None
+        return self._t.decode_rows(endpoint, response, model, empty=empty)
+
     def _refuse(self, endpoint: Endpoint, detail: str) -> WbRequestError:
         """A request we will not send because WB would refuse it (bad arguments)."""
         return WbRequestError(cabinet_id=self.cabinet_id, endpoint=str(endpoint), status=None, detail=detail)
@@ -222,7 +245,7 @@ class WbClient:
 
     def iter_orders(
         self, date_from: datetime | date, *, flag: int = 0, seen: Collection[str] = ()
-    ) -> Iterator[list[Order]]:
+    ) -> Iterator[Page[Order]]:
         """Orders changed since ``date_from`` (flag 0, every page to the end) or placed on its day
         (flag 1, one request). Each order once, even when WB repeats it at a page boundary.
         ``seen``: the srids already read whose lastChangeDate is exactly ``date_from`` (a load that
@@ -231,7 +254,7 @@ class WbClient:
 
     def iter_sales(
         self, date_from: datetime | date, *, flag: int = 0, seen: Collection[str] = ()
-    ) -> Iterator[list[Sale]]:
+    ) -> Iterator[Page[Sale]]:
         """Sales and returns (``sale_id`` S…/R…), like ``iter_orders``; de-duplicated by saleID."""
         return self._iter_statistics(SALES, list[Sale], "sale_id", date_from, flag, seen)
 
@@ -243,41 +266,51 @@ class WbClient:
         date_from: datetime | date,
         flag: int,
         seen: Collection[str] = (),
-    ) -> Iterator[Any]:
+    ) -> Iterator[Page[Any]]:
         if flag not in (0, 1):
             raise self._refuse(endpoint, f"flag must be 0 or 1, got {flag!r}")
         if flag == 1:
             day = as_moscow(date_from).date() if isinstance(date_from, datetime) else date_from
-            rows = self._get(endpoint, model, params={"dateFrom": day.isoformat(), "flag": 1})
-            if rows:
-                yield rows
+            rows, screening = self._rows(endpoint, model, params={"dateFrom": day.isoformat(), "flag": 1})
+            if rows or screening:
+                yield Page(rows, screening)
             return
         cursor = _statistics_date(date_from)
         # Going on from a stop: the rows at the stop's lastChangeDate that were read come again.
         boundary: datetime | None = date_from if seen and isinstance(date_from, datetime) else None
         boundary_keys: set[str] = set(seen) if boundary is not None else set()
         while True:
-            rows = self._get(endpoint, model, params={"dateFrom": cursor, "flag": 0})
-            if not rows:
-                return
+            answer, screening = self._rows(endpoint, model, params={"dateFrom": cursor, "flag": 0})
+            rows = Page(answer, screening)
             # WB answers rows with lastChangeDate >= dateFrom, so the rows at the boundary come again.
-            fresh = [r for r in rows if r.last_change_date != boundary or getattr(r, key) not in boundary_keys]
-            if not fresh:
+            fresh = Page(
+                [r for r in rows if r.last_change_date != boundary or getattr(r, key) not in boundary_keys], screening
+            )
+            present = rows.present()
+            if not present:
+                # Nothing of the present to go on from: WB's rows are in lastChangeDate order, so a
+                # page of refused rows or of rows from the future only is the end of the feed.
+                if fresh or screening:
+                    yield fresh
                 return
-            last = rows[-1].last_change_date
+            if len(fresh) == 0 and not screening:
+                return
+            last = present[-1].last_change_date
             if boundary is not None and last < boundary:
                 raise self._t.fail(endpoint, f"lastChangeDate went backwards ({last} after {boundary})")
-            at_last = {getattr(r, key) for r in rows if r.last_change_date == last}
+            at_last = {getattr(r, key) for r in present if r.last_change_date == last}
             boundary_keys = boundary_keys | at_last if last == boundary else at_last
             boundary = last
             cursor = _statistics_date(last)
             yield fresh
+            if len(present) < len(rows) or not [r for r in fresh if not screening.is_flagged(r)]:
+                return  # the page reached the future (rows come in time order), or nothing new came
 
     # --- finance: the realization report ---------------------------------------------------------
 
     def iter_report_lines(
         self, date_from: date, date_to: date, *, period: str = "daily", limit: int = 100_000, after_rrd_id: int = 0
-    ) -> Iterator[list[ReportLine]]:
+    ) -> Iterator[Page[ReportLine]]:
         """Realization report lines of ``[date_from, date_to]``, page by page along WB's rrdId
         cursor, until WB answers 204 (or ``[]``): a page shorter than ``limit`` is not the end.
         Every report that completes ends with that one request which yields nothing.
@@ -295,14 +328,22 @@ class WbClient:
                 "rrdId": rrd_id,
                 "period": period,
             }
-            rows: list[ReportLine] = self._post(REPORT, list[ReportLine], body, empty=[])
-            if not rows:
+            response = self._t.call(REPORT, json_body=body)
+            assert response is not None
+            lines, screening = self._t.decode_rows(REPORT, response, list[ReportLine], empty=[])
+            if not lines and not screening:
                 return
-            last = rows[-1].rrd_id
+            last = max((line.rrd_id for line in lines), default=0)
+            if screening.refused:
+                # A refused line still moves the cursor: WB's next page starts after the page's last line.
+                try:
+                    last = max(last, *(r.rrd_id for r in msgspec.json.decode(response.content, type=list[_RrdId])))
+                except msgspec.ValidationError:
+                    pass  # a line without a readable rrdId: go on after the last line read
             if last <= rrd_id:
                 raise self._t.fail(REPORT, f"rrdId did not advance ({last} after {rrd_id})", "rrdId")
             rrd_id = last
-            yield rows
+            yield Page(lines, screening)
 
     # --- advertising -----------------------------------------------------------------------------
 
@@ -321,7 +362,7 @@ class WbClient:
         *,
         statuses: Iterable[int] | None = None,
         payment_type: str | None = None,
-    ) -> list[Campaign]:
+    ) -> Page[Campaign]:
         """Campaigns with their products and bids (``GET /api/advert/v2/adverts``), by ids (≤ 50 a
         request, split here) and/or statuses and payment type."""
         params: dict[str, Any] = {}
@@ -330,14 +371,18 @@ class WbClient:
         if payment_type is not None:
             params["payment_type"] = payment_type
         if ids is None:
-            return self._get(ADVERTS, _AdvertsResponse, params=params).adverts
-        campaigns: list[Campaign] = []
+            response, screening = self._rows(ADVERTS, _AdvertsResponse, params=params)
+            return Page(response.adverts, screening)
+        campaigns: Page[Campaign] = Page()
         for chunk in _chunks(list(dict.fromkeys(ids)), FULLSTATS_MAX_IDS):
-            response = self._get(ADVERTS, _AdvertsResponse, params={**params, "ids": ",".join(map(str, chunk))})
+            response, screening = self._rows(
+                ADVERTS, _AdvertsResponse, params={**params, "ids": ",".join(map(str, chunk))}
+            )
             campaigns.extend(response.adverts)
+            campaigns.screening.add(screening)
         return campaigns
 
-    def iter_fullstats(self, advert_ids: Iterable[int], begin: date, end: date) -> Iterator[list[AdStat]]:
+    def iter_fullstats(self, advert_ids: Iterable[int], begin: date, end: date) -> Iterator[Page[AdStat]]:
         """Ad statistics per campaign, day, app and product, one list per WB request: ids in
         chunks of 50, dates in windows of 31 days."""
         ids = list(dict.fromkeys(advert_ids))
@@ -350,12 +395,16 @@ class WbClient:
                     "beginDate": window_begin.isoformat(),
                     "endDate": window_end.isoformat(),
                 }
-                campaigns = self._get(FULLSTATS, list[_StatsCampaign], params=params, empty=[])
-                yield ad_stats_from(campaigns)
+                campaigns, screening = self._rows(FULLSTATS, list[_StatsCampaign], params=params, empty=[])
+                yield Page(ad_stats_from(campaigns), screening)
 
-    def fullstats(self, advert_ids: Iterable[int], begin: date, end: date) -> list[AdStat]:
+    def fullstats(self, advert_ids: Iterable[int], begin: date, end: date) -> Page[AdStat]:
         """All of ``iter_fullstats`` in one list."""
-        return [row for page in self.iter_fullstats(advert_ids, begin, end) for row in page]
+        stats: Page[AdStat] = Page()
+        for page in self.iter_fullstats(advert_ids, begin, end):
+            stats.extend(page)
+            stats.screening.add(page.screening)
+        return stats
 
     def set_bids(self, bids: Sequence[BidUpdate]) -> list[BidUpdate]:
         """Set product bids (kopecks) with ``PATCH /api/advert/v1/bids``, ≤ 50 campaigns × 50
@@ -446,9 +495,9 @@ class WbClient:
         nm_ids: Sequence[int] | None = None,
         past: tuple[date, date] | None = None,
         limit: int = 1000,
-    ) -> list[FunnelProduct]:
+    ) -> Page[FunnelProduct]:
         """Each product's funnel over ``[begin, end]`` (and ``past`` for comparison), every page."""
-        products: list[FunnelProduct] = []
+        products: Page[FunnelProduct] = Page()
         nm_chunks: list[Sequence[int]] = list(_chunks(list(nm_ids), FUNNEL_MAX_NMS)) if nm_ids else [[]]
         for chunk in nm_chunks:
             offset = 0
@@ -461,26 +510,29 @@ class WbClient:
                 }
                 if past is not None:
                     body["pastPeriod"] = {"start": past[0].isoformat(), "end": past[1].isoformat()}
-                page = self._post(FUNNEL_PRODUCTS, _FunnelProductsResponse, body).data.products
+                response, screening = self._rows(FUNNEL_PRODUCTS, _FunnelProductsResponse, body=body)
+                page = response.data.products
                 products.extend(page)
-                if len(page) < limit:
+                products.screening.add(screening)
+                if len(page) + len(screening.refused) < limit:
                     break
                 offset += limit
         return products
 
     def iter_stocks(
         self, nm_ids: Sequence[int] | None = None, chrt_ids: Sequence[int] | None = None, *, limit: int = 250_000
-    ) -> Iterator[list[Stock]]:
+    ) -> Iterator[Page[Stock]]:
         """Stocks on WB warehouses per product size (the analytics stocks report), page by page."""
         nm_chunks: list[Sequence[int]] = list(_chunks(list(nm_ids), STOCKS_MAX_NMS)) if nm_ids else [[]]
         for chunk in nm_chunks:
             offset = 0
             while True:
                 body = {"nmIds": list(chunk), "chrtIds": list(chrt_ids or ()), "limit": limit, "offset": offset}
-                page = self._post(STOCKS, _StocksResponse, body).data.items
-                if page:
+                response, screening = self._rows(STOCKS, _StocksResponse, body=body)
+                page = Page(response.data.items, screening)
+                if page or screening:
                     yield page
-                if len(page) < limit:
+                if len(page) + len(screening.refused) < limit:
                     break
                 offset += limit
 
@@ -498,28 +550,29 @@ class WbClient:
             if cursor is not None:
                 wb_cursor.update(updatedAt=cursor.updated_at, nmID=cursor.nm_id)
             body = {"settings": {"sort": {"ascending": True}, "filter": {"withPhoto": with_photo}, "cursor": wb_cursor}}
-            response = self._post(CARDS, _CardsResponse, body)
-            page = CardsPage(response.cards)
+            response, screening = self._rows(CARDS, _CardsResponse, body=body)
+            page = CardsPage(response.cards, screening)
             if response.cursor.updated_at is not None and response.cursor.nm_id is not None:
                 cursor = CardsCursor(response.cursor.updated_at, response.cursor.nm_id)
             page.cursor = cursor
-            if page:
+            if page or screening:
                 yield page
-            if response.cursor.total < limit or not page:
+            if response.cursor.total < limit or not (page or screening.refused):
                 return
 
     # --- prices ----------------------------------------------------------------------------------
 
-    def iter_prices(self, *, limit: int = 1000) -> Iterator[list[Price]]:
+    def iter_prices(self, *, limit: int = 1000) -> Iterator[Page[Price]]:
         """Current prices and discounts of every product, page by page (offset)."""
         if not 1 <= limit <= 1000:
             raise self._refuse(PRICES, f"limit must be 1..1000, got {limit}")
         offset = 0
         while True:
-            page = self._get(PRICES, _GoodsResponse, params={"limit": limit, "offset": offset}).data.list_goods
-            if page:
+            response, screening = self._rows(PRICES, _GoodsResponse, params={"limit": limit, "offset": offset})
+            page = Page(response.data.list_goods, screening)
+            if page or screening:
                 yield page
-            if len(page) < limit:
+            if len(page) + len(screening.refused) < limit:
                 return
             offset += limit
 
@@ -624,7 +677,8 @@ class WbClient:
             skip += take
 
     def feedback(self, feedback_id: str) -> Feedback | None:
-        return self._get(FEEDBACK, _FeedbackResponse, params={"id": feedback_id}).data
+        """The feedback, or None when WB has none with that id (its documented 422)."""
+        return self._item(FEEDBACK, _FeedbackResponse, feedback_id)
 
     def answer_feedback(self, feedback_id: str, text: str) -> None:
         """Answer a feedback. After a failure WB may have acted on, the feedback is read back: an
@@ -666,7 +720,18 @@ class WbClient:
             skip += take
 
     def question(self, question_id: str) -> Question | None:
-        return self._get(QUESTION, _QuestionResponse, params={"id": question_id}).data
+        """The question, or None when WB has none with that id (its documented 422)."""
+        return self._item(QUESTION, _QuestionResponse, question_id)
+
+    def _item(self, endpoint: Endpoint, model: type[_FeedbackResponse | _QuestionResponse], item_id: str) -> Any:
+        """One feedback or question by id. WB answers an id it does not know with HTTP 422
+        (``errorText`` "Невозможно получить отзыв по id"): None, as an answer of ``data: null`` is."""
+        try:
+            return self._get(endpoint, model, params={"id": item_id}).data
+        except WbRequestError as exc:
+            if exc.status == 422:
+                return None
+            raise
 
     def answer_question(self, question_id: str, text: str) -> None:
         """Answer a question (``PATCH /api/v1/questions``, state wbRu); checked like answer_feedback."""
@@ -710,17 +775,18 @@ class WbClient:
         params = {"warehouseIDs": ",".join(map(str, warehouse_ids))} if warehouse_ids is not None else None
         return self._get(ACCEPTANCE, list[AcceptanceCoefficient], params=params, empty=[])
 
-    def iter_news(self, from_id: int | None = None, from_date: date | None = None) -> Iterator[list[News]]:
+    def iter_news(self, from_id: int | None = None, from_date: date | None = None) -> Iterator[Page[News]]:
         """WB news from an id (inclusive) or a date, ≤ 100 a page; the next page starts after the
         highest id seen."""
         if (from_id is None) == (from_date is None):
             raise self._refuse(NEWS, "give exactly one of from_id or from_date")
         params: dict[str, Any] = {"fromID": from_id} if from_id is not None else {"from": from_date.isoformat()}  # type: ignore[union-attr]
         while True:
-            page = self._get(NEWS, _NewsResponse, params=params).data
-            if page:
+            response, screening = self._rows(NEWS, _NewsResponse, params=params)
+            page = Page(response.data, screening)
+            if page or screening:
                 yield page
-            if len(page) < NEWS_MAX_ITEMS:
+            if len(page) + len(screening.refused) < NEWS_MAX_ITEMS or not page:
                 return
             params = {"fromID": max(n.id for n in page) + 1}
 

@@ -40,10 +40,12 @@ import httpx
 import msgspec
 import tenacity
 
+from optima_pipelines.timeutil import now_moscow
 from optima_pipelines.wb.config import WbConfig
 from optima_pipelines.wb.errors import WbAuthError, WbError, WbRequestError, WbResponseError, WbUnavailable
 from optima_pipelines.wb.limiter import RateLimiter
 from optima_pipelines.wb.limits import TOKEN_TYPES, LimitRule, rule_for
+from optima_pipelines.wb.screening import Screening, decode_rows
 
 log = logging.getLogger("optima_pipelines.wb")
 
@@ -223,6 +225,7 @@ class Transport:
         sleep: Callable[[float], None] = time.sleep,
         event_hooks: dict[str, list[Callable[..., Any]]] | None = None,
         landing: Lander | None = None,
+        now: Callable[[], datetime] = now_moscow,
     ):
         if token_type not in TOKEN_TYPES:
             raise ValueError(f"unknown WB token type {token_type!r}: expected one of {', '.join(TOKEN_TYPES)}")
@@ -234,6 +237,8 @@ class Transport:
         self.landing = landing
         #: When WB's last answer came (a replay's transport: when the landed one came).
         self.answered_at: datetime | None = None
+        #: The clock rows "from the future" are judged by (wb.screening).
+        self._now = now
         self._auth = _TokenAuth(check_token(cabinet_id, token))
         self._http = httpx.Client(
             auth=self._auth,
@@ -455,16 +460,33 @@ class Transport:
     def decode(self, endpoint: Endpoint, response: httpx.Response, model: type[T], *, empty: T | None = None) -> T:
         """Parse a 2xx body into ``model``. ``empty`` is what a 204 (or an empty body) means; without
         it a 204 is a malformed answer: WB promised content."""
+        return self._decode(endpoint, response, model, empty, rows=False)[0]
+
+    def decode_rows(
+        self, endpoint: Endpoint, response: httpx.Response, model: type[T], *, empty: T | None = None
+    ) -> tuple[T, Screening]:
+        """Like ``decode`` for an answer that holds rows: each row is judged on its own
+        (``wb.screening``): the rows refused are left out, those from the future flagged; the
+        answer fails only when it is broken outside its rows."""
+        return self._decode(endpoint, response, model, empty, rows=True)
+
+    def _decode(
+        self, endpoint: Endpoint, response: httpx.Response, model: type[T], empty: T | None, *, rows: bool
+    ) -> tuple[T, Screening]:
         if response.status_code == 204 or not response.content:
             if empty is not None:
-                return empty
+                return empty, Screening()
             raise WbResponseError(
                 cabinet_id=self.cabinet_id,
                 endpoint=str(endpoint),
                 problem=f"HTTP {response.status_code} with no content where data was expected",
             )
         try:
-            return msgspec.json.decode(response.content, type=model)
+            if rows:
+                return decode_rows(
+                    response.content, model, self._now(), lambda p, f: self.fail(endpoint, p, f), str(endpoint)
+                )
+            return msgspec.json.decode(response.content, type=model), Screening()
         except msgspec.ValidationError as exc:
             problem, field = _field_path(str(exc))
             raise WbResponseError(

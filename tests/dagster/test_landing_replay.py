@@ -229,8 +229,8 @@ def test_the_checks_compare_the_mart_with_what_wb_last_said(wb, warehouse_conn, 
     """The landing's last word on a day's ad spend and payout equals the feeds after live syncs; a row
     lost from ad_campaign_stats (mart recomputed from the feed: equal to it) fails the ad-spend check
     against WB's last word only."""
-    from optima_pipelines.mart.checks import compare_with_feeds
     from optima_pipelines.landing.totals import last_said
+    from optima_pipelines.mart.checks import compare_with_feeds
     from tests.rnp_feeds import run_range
 
     for job in ("digitization_increment", "finance_sync", "ads_sync"):

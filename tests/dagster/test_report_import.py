@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter, defaultdict
 from datetime import timedelta
 from decimal import Decimal
@@ -163,7 +164,7 @@ def test_a_file_without_the_report_fails_clearly(wb, warehouse_conn, dagster_ins
     assert missing.status == "failed" and "does not exist" in missing.error
     # A path longer than the filesystem allows fails at once as bad input (it was an OSError, retried).
     too_long = request_import(warehouse_conn, dagster_instance, "c1", {"path": str(tmp_path / ("r" * 5000)) + ".xlsx"})
-    assert too_long.status == "failed" and "cannot be read (OSError: [Errno 36] File name too long" in too_long.error
+    assert too_long.status == "failed" and "cannot be read (File name too long)" in too_long.error
     assert materializations_retried(dagster_instance) == 0
     for failed in (wrong, corrupt, missing, too_long):  # a person reads the reason, not Dagster's class path
         assert failed.error.startswith("finance_report_import of cabinet c1: "), failed.error
@@ -225,6 +226,24 @@ def test_lines_known_from_both_the_api_and_an_upload_count_once(wb, warehouse_co
     assert again.result["wb_report_lines"]["rows_inserted"] == 0
     assert lines_in_warehouse(warehouse_conn, "c2") == expected
     assert sums_by_day(lines_in_warehouse(warehouse_conn, "c2")) == sums_by_day(expected)
+
+
+def test_a_report_is_read_from_the_upload_folder_only(wb, warehouse_conn, dagster_instance, tmp_path, monkeypatch):
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    monkeypatch.setenv("OPTIMA_UPLOAD_DIR", str(uploads))
+    secret = tmp_path / "state" / "secret.key"
+    secret.write_text("not for a request")
+    (uploads / "inside.xlsx").symlink_to(secret)
+    for path in ("/proc/self/environ", str(secret), "../state/secret.key", str(uploads / "inside.xlsx")):
+        request = request_import(warehouse_conn, dagster_instance, "c1", {"path": path, "format": "xlsx"})
+        assert request.status == "failed"
+        assert f"report file {path!r} is not in the upload folder {uploads} (OPTIMA_UPLOAD_DIR)" in request.error
+    fifo = uploads / "pipe.xlsx"
+    os.mkfifo(fifo)
+    request = request_import(warehouse_conn, dagster_instance, "c1", {"path": "pipe.xlsx"})
+    assert request.status == "failed" and "report file 'pipe.xlsx' is not a regular file" in request.error
+    assert warehouse_conn.execute("SELECT count(*) FROM wb_report_lines").fetchone()[0] == 0
 
 
 @pytest.mark.parametrize(

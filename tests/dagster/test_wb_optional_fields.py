@@ -1,4 +1,4 @@
-"""WB leaves out what its OpenAPI lets it leave out: the syncs load the rest, and only a missing key fails.
+"""WB leaves out what its OpenAPI lets it leave out: the syncs load the rest; a row missing a key is refused alone.
 
 The simulator (a stand-in for WB, served over real HTTP) renders its rows through
 ``wb_simulator.rows``; each test wraps a renderer so that WB's answer omits fields its spec marks
@@ -12,7 +12,7 @@ from datetime import date
 from typing import Any
 
 import pytest
-from dagster import DagsterEventType, materialize
+from dagster import materialize
 
 import wb_simulator.rows as sim_rows
 from tests.rnp_feeds import rnp_rows, run_range
@@ -111,18 +111,24 @@ def test_a_product_without_sizes_has_no_price_and_one_without_discount_has_none(
     assert history[0] == 1
 
 
-def test_a_missing_key_fails_the_run_naming_the_endpoint_and_the_field(
+def test_a_row_missing_its_key_is_refused_alone_naming_the_endpoint_and_the_field(
     wb, warehouse_conn, dagster_instance, monkeypatch
 ):
-    broken = wb.truth.orders("c1")[3]["srid"]
+    orders = wb.truth.orders("c1")
+    broken = orders[3]["srid"]
     wb_renders(monkeypatch, "order_row", lambda row: {k: v for k, v in row.items() if k != "srid" or v != broken})
     job_result = run_job("digitization_increment", dagster_instance, "c1")
-    assert not job_result.success
-    failure = next(e for e in job_result.all_events if e.event_type == DagsterEventType.STEP_FAILURE)
-    message = failure.event_specific_data.error.message
-    assert "GET statistics /api/v1/supplier/orders" in message
-    assert "at $[3].srid: required field 'srid' is missing" in message
-    assert warehouse_conn.execute("SELECT count(*) FROM wb_orders").fetchone()[0] == 0  # nothing half-written
+    assert job_result.success
+    stored = {r[0] for r in warehouse_conn.execute("SELECT srid FROM wb_orders").fetchall()}
+    assert stored == {o["srid"] for o in orders} - {broken}  # the page's other rows are stored
+    refused = warehouse_conn.execute(
+        "SELECT endpoint, field, reason, raw FROM wb_rejected_rows WHERE feed = 'wb_orders' AND outcome = 'refused'"
+    ).fetchall()
+    assert [r[:3] for r in refused] == [
+        ("GET statistics /api/v1/supplier/orders", "srid", "required field 'srid' is missing")
+    ]
+    assert f'"nmId":{orders[3]["nmId"]}' in refused[0][3]  # the row as WB sent it: the operator can find it
+    assert "'rows_refused': 1" in run_log(dagster_instance, job_result)
 
 
 def test_a_card_and_a_news_item_with_only_their_keys_load(wb, warehouse_conn, dagster_instance, monkeypatch):

@@ -153,3 +153,56 @@ def test_a_binary_token_file_and_an_unreadable_cabinet_name_are_one_line_errors(
         assert named.returncode == 1 and named.stderr.startswith("error: the cabinet name "), named.stderr
         assert reason in named.stderr
     assert run_cli("cabinets", "list").stdout.strip() == "no cabinets"
+
+
+def test_a_token_file_that_is_not_a_regular_file_is_refused_before_it_is_read(optima_env, tmp_path):
+    fifo = tmp_path / "token.fifo"
+    os.mkfifo(fifo)
+    for path, kind in (("/dev/zero", "a device or socket"), (str(fifo), "a FIFO"), (str(tmp_path), "a folder")):
+        result = run_cli("cabinets", "add", "c-1", "--token-file", path)  # neither grows until OOM nor hangs
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        assert result.stderr.strip() == (
+            f"error: token file {path} is {kind}, not a regular file: give the file that holds the token"
+        )
+    huge = tmp_path / "huge"
+    huge.write_bytes(b"x" * (65 * 1024))
+    result = run_cli("cabinets", "add", "c-1", "--token-file", str(huge))
+    assert result.stderr.strip() == f"error: token file {huge} is larger than 64 KiB: it does not hold a token"
+    # A token saved by a Windows editor starts with a BOM: it is dropped, and the token works.
+    bom = tmp_path / "token.txt"
+    bom.write_bytes(b"\xef\xbb\xbf" + TOKEN.encode() + b"\r\n")
+    added = run_cli("cabinets", "add", "c-1", "--token-file", str(bom))
+    assert added.returncode == 0, added.stderr
+    assert "token set" in run_cli("cabinets", "list").stdout
+
+
+def test_set_token_under_another_key_is_refused_naming_the_key_in_use(optima_env, warehouse_conn):
+    from cryptography.fernet import Fernet
+
+    assert run_cli("cabinets", "add", "c-1", "--token", TOKEN).returncode == 0
+    stored = warehouse_conn.execute("SELECT wb_token_encrypted FROM cabinets WHERE id = 'c-1'").fetchone()[0]
+    wrong = Fernet.generate_key().decode()
+    env = {"OPTIMA_SECRET_KEY": wrong}
+    for args in (("cabinets", "set-token", "c-2", "--token", TOKEN), ("cabinets", "add", "c-2", "--token", TOKEN)):
+        result = run_cli(*args, env=env)
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        assert result.stderr.startswith("error: the token key in use, OPTIMA_SECRET_KEY (fingerprint "), result.stderr
+        assert "does not decrypt the stored token of cabinet 'c-1'" in result.stderr and wrong not in result.stderr
+    assert warehouse_conn.execute("SELECT count(*) FROM cabinets").fetchone()[0] == 1
+    # Replacing the one token the wrong key cannot read is what set-token is for: it is allowed.
+    assert run_cli("cabinets", "set-token", "c-1", "--token", TOKEN, env=env).returncode == 0
+    assert warehouse_conn.execute("SELECT wb_token_encrypted FROM cabinets WHERE id = 'c-1'").fetchone()[0] != stored
+
+
+def test_a_full_disk_is_the_last_line_naming_where(optima_env, tmp_path):
+    # The state folder's disk is full: writing DAGSTER_HOME's dagster.yaml fails (/dev/full: ENOSPC).
+    home = tmp_path / "state" / "dagster" / optima_env
+    home.mkdir(parents=True)
+    (home / "dagster.yaml").symlink_to("/dev/full")
+    result = run_cli("cabinets", "list")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"error: no space left on device: cannot write in the state folder {tmp_path / 'state'}")
+    ), result.stderr

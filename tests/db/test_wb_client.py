@@ -322,14 +322,28 @@ def test_a_truncated_page_fails_loudly_and_keeps_only_complete_pages(sim: Simula
     assert len(recorder.requests) == 2  # not retried: a malformed answer is not a passing glitch
 
 
-def test_a_wrong_type_names_the_endpoint_and_the_field(sim: Simulator, make_client):
+def test_a_row_of_wrong_types_is_refused_alone_naming_the_endpoint_and_the_field(sim: Simulator, make_client):
     client, recorder = make_client("c2")
+    day = TODAY - timedelta(days=3)
+    truth = [o["srid"] for o in sim.truth.orders("c2", day)]
     sim.faults.set("GET statistics/api/v1/supplier/orders", wrong_types=True)
+    (page,) = list(client.iter_orders(day, flag=1))
+    assert sorted(o.srid for o in page) == sorted(truth[1:])  # the page's other rows decode
+    (refused,) = page.screening.refused
+    assert refused.endpoint == "GET statistics /api/v1/supplier/orders" and refused.outcome == "refused"
+    assert refused.field is not None and refused.reason.startswith(f"{refused.field}: Expected `")
+    assert f'"srid":{len(truth[0])}' in refused.raw  # WB's row as sent: its srid a number
+    assert len(recorder.requests) == 1
+
+
+def test_a_wrong_type_outside_the_rows_fails_the_page_naming_the_endpoint_and_the_field(sim: Simulator, make_client):
+    client, recorder = make_client("c2")
+    sim.faults.set("GET prices/api/v2/list/goods/filter", wrong_types=True)
     with pytest.raises(WbResponseError) as caught:
-        _all(client.iter_orders(TODAY - timedelta(days=3), flag=1))
+        _all(client.iter_prices())
     err = caught.value
-    assert err.field is not None and err.field.startswith("$[0].")
-    assert f"at {err.field}" in str(err) and "GET statistics /api/v1/supplier/orders" in str(err)
+    assert err.field == "$.errorText"
+    assert f"at {err.field}" in str(err) and "GET prices /api/v2/list/goods/filter" in str(err)
     assert len(recorder.requests) == 1
 
 
@@ -532,6 +546,30 @@ def test_a_listing_wb_answers_with_error_true_is_an_error_not_an_empty_inbox(sim
     listing = client.iter_feedbacks if path.endswith("feedbacks") else client.iter_questions
     with pytest.raises(WbRequestError, match=ENVELOPE_ERROR_TEXT):
         _all(listing(is_answered=False))
+
+
+def test_an_unknown_feedback_or_question_id_is_wbs_documented_422_and_none(
+    sim: Simulator, make_client, contract: Contract
+):
+    client, recorder = make_client("c2")
+    answers: list[httpx.Response] = []
+
+    def keep(response: httpx.Response) -> None:
+        response.read()
+        answers.append(response)
+
+    recorder.on_response.append(keep)
+    assert client.feedback("no-such-feedback") is None
+    assert client.question("no-such-question") is None
+    assert [r.status_code for r in answers] == [422, 422]  # answered once each: not retried
+    for response in answers:
+        contract.validate_response(response)  # WB's body, as its OpenAPI documents it
+    assert [r.json()["errorText"] for r in answers] == [
+        "Невозможно получить отзыв по id",
+        "Невозможно получить вопрос по id",
+    ]
+    known = _all(client.iter_feedbacks(is_answered=False))[0]
+    assert client.feedback(known.id) == known
 
 
 def test_an_answer_whose_fate_cannot_be_checked_is_not_sent_twice(sim: Simulator, make_client):

@@ -164,7 +164,7 @@ def test_finance_money_strings_become_exact_decimals():
     ("override", "problem", "path"),
     [
         ({"forPay": "12,5"}, "Invalid decimal string", "$[0].forPay"),
-        ({"nmId": "7"}, "Expected `int`, got `str`", "$[0].nmId"),
+        ({"nmId": "7"}, "Expected `int | null`, got `str`", "$[0].nmId"),
         ({"rrdId": None}, "Expected `int`, got `null`", "$[0].rrdId"),
     ],
 )

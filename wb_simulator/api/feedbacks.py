@@ -121,7 +121,9 @@ def feedback(req: Request) -> Response:
     inbox = req.sim.inboxes[req.cabinet.id]
     inbox.ensure(req.t)
     fb = inbox.feedback_by_id.get(fid)
-    return Response(200, envelope(fb.render(req.cabinet) if fb else None, feedbacks=True))
+    if fb is None:  # WB's documented answer (ResponseGetFeedbackByIdErrEx)
+        return _bad(req, "Невозможно получить отзыв по id", 422)
+    return Response(200, envelope(fb.render(req.cabinet), feedbacks=True))
 
 
 @endpoint("feedbacks", "GET", "/api/v1/question", "feedbacks")
@@ -132,7 +134,9 @@ def question(req: Request) -> Response:
     inbox = req.sim.inboxes[req.cabinet.id]
     inbox.ensure(req.t)
     q = inbox.question_by_id.get(qid)
-    return Response(200, envelope(q.render(req.cabinet) if q else None, feedbacks=True))
+    if q is None:  # WB's documented answer (ResponseGetQuestionByIdErrEx)
+        return _bad(req, "Невозможно получить вопрос по id", 422)
+    return Response(200, envelope(q.render(req.cabinet), feedbacks=True))
 
 
 def _json_body(req: Request) -> dict[str, Any] | Response:

@@ -10,8 +10,11 @@ Conventions for every model:
   irregular: ``incomeID``, ``saleID``, ``nmID``, ``sum_price``);
 - a field is required only where WB's OpenAPI requires it, or where it is one of the model's
   ``KEYS``: the few fields a sync cannot do without (a row's key, the day it is counted on, a
-  paging cursor, the listing itself), each with its reason. A missing key fails the page with
-  ``WbResponseError`` naming the endpoint and the field's JSON path. Every other field WB's spec
+  paging cursor, the listing itself), each with its reason. A row missing a key is refused on its
+  own (``wb.screening``: recorded with the reason, the page's other rows kept); a missing key outside
+  any row fails the page with ``WbResponseError`` naming the endpoint and the field's JSON path.
+  Bad values (NaN, ±Infinity, amounts and dates out of range) refuse their row the same way, and a
+  row whose time is in the future is flagged (docs/data.md, "Bad values from WB"). Every other field WB's spec
   marks optional is optional here: absent, it is None (NULL in the warehouse) unless the field's
   comment states another default (tests/unit/test_wb_spec_models.py holds every model to WB's files);
 - money is ``Decimal`` exactly as WB wrote it: JSON numbers (statistics) and the finance API's

@@ -81,6 +81,9 @@ class Campaign(msgspec.Struct, kw_only=True, gc=False):
     """A campaign of ``GET /api/advert/v2/adverts`` (stored in ``ad_campaigns`` and its products in
     ``ad_campaign_products``: ``sync.ads``)."""
 
+    REFUSABLE: ClassVar[bool] = True
+    ROW_KEY: ClassVar[tuple[str, ...]] = ("id",)
+
     id: int
     bid_type: str
     currency: str | None = None
@@ -103,6 +106,9 @@ class _AdvertsResponse(msgspec.Struct, gc=False):
 
 
 class _StatsNm(msgspec.Struct, rename="camel", gc=False):
+    REFUSABLE: ClassVar[bool] = True
+    ROW_KEY: ClassVar[tuple[str, ...]] = ("nm_id",)
+
     nm_id: int
     name: str
     views: int
@@ -121,6 +127,9 @@ class _StatsApp(msgspec.Struct, rename="camel", gc=False):
 
 
 class _StatsDay(msgspec.Struct, gc=False):
+    REFUSABLE: ClassVar[bool] = True
+    WHEN: ClassVar[tuple[str, ...]] = ("date",)
+
     date: datetime
     apps: list[_StatsApp]
 

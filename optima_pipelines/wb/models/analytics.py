@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import date
 from decimal import Decimal
+from typing import ClassVar
 
 import msgspec
 
@@ -66,6 +67,8 @@ class FunnelStatistics(msgspec.Struct, gc=False):
 class FunnelProduct(msgspec.Struct, gc=False):
     """A product's funnel over a period (``POST /api/analytics/v3/sales-funnel/products``)."""
 
+    REFUSABLE: ClassVar[bool] = True
+
     product: FunnelProductInfo
     statistic: FunnelStatistics
 
@@ -101,6 +104,8 @@ class FunnelDay(Row, kw_only=True):
 class Stock(Row, rename="camel", kw_only=True):
     """Stock of one size on one WB warehouse (``POST /api/analytics/v1/stocks-report/wb-warehouses``);
     table ``stocks`` (the loader adds the day and ``snapshot_at``)."""
+
+    ROW_KEY = ("nm_id", "chrt_id", "warehouse_id")
 
     nm_id: int
     chrt_id: int

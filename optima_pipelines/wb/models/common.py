@@ -56,6 +56,8 @@ class News(msgspec.Struct, kw_only=True, gc=False):
     """A WB news item (``GET /api/communications/v2/news``), stored in ``kb_articles`` (``sync.news``)."""
 
     KEYS: ClassVar[dict[str, str]] = {"id": "the article's key (kb_articles' primary key) and the next page's fromID"}
+    REFUSABLE: ClassVar[bool] = True
+    ROW_KEY: ClassVar[tuple[str, ...]] = ("id",)
 
     id: int
     header: str = ""  # absent: empty, like content

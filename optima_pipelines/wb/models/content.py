@@ -9,6 +9,8 @@ from typing import ClassVar
 
 import msgspec
 
+from optima_pipelines.wb.screening import Page
+
 
 class CardSize(msgspec.Struct, kw_only=True, gc=False):
     chrt_id: int | None = msgspec.field(default=None, name="chrtID")
@@ -21,6 +23,9 @@ class Card(msgspec.Struct, kw_only=True, gc=False):
     """A product card (``POST /content/v2/get/cards/list``), stored in ``products`` (``sync.catalog``)."""
 
     KEYS: ClassVar[dict[str, str]] = {"nm_id": "the product's key (products' primary key)"}
+    REFUSABLE: ClassVar[bool] = True
+    WHEN: ClassVar[tuple[str, ...]] = ("updated_at",)
+    ROW_KEY: ClassVar[tuple[str, ...]] = ("nm_id",)
 
     nm_id: int = msgspec.field(name="nmID")
     imt_id: int | None = msgspec.field(default=None, name="imtID")
@@ -63,7 +68,7 @@ class _CardsResponse(msgspec.Struct, gc=False):
     cursor: _CardsResponseCursor
 
 
-class CardsPage(list[Card]):
-    """One page of cards; ``cursor`` resumes the listing after it."""
+class CardsPage(Page[Card]):
+    """One page of cards (with its ``screening``); ``cursor`` resumes the listing after it."""
 
     cursor: CardsCursor | None = None

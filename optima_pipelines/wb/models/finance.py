@@ -19,6 +19,8 @@ class ReportLine(Row, rename="camel", kw_only=True):
     ``wb_report_lines``. WB sends money as strings here; they become Decimal unchanged."""
 
     DERIVED = ("day",)
+    WHEN = ("rr_date", "sale_dt", "order_dt")
+    ROW_KEY = ("rrd_id", "srid", "nm_id")
 
     rrd_id: int
     report_id: int
@@ -29,7 +31,9 @@ class ReportLine(Row, rename="camel", kw_only=True):
     report_type: int
     gi_id: int
     subject_name: str
-    nm_id: int
+    #: Absent or null: a line tied to no product (storage, a penalty, a deduction on the cabinet). It
+    #: is stored with nm_id NULL; the РНП counts it under nm_id 0 with the day's other such lines.
+    nm_id: int | None = None
     brand_name: str
     vendor_code: str
     title: str

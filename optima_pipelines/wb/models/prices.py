@@ -31,6 +31,8 @@ class Price(msgspec.Struct, rename="camel", kw_only=True, gc=False):
     repricer leaves it alone."""
 
     KEYS: ClassVar[dict[str, str]] = {"nm_id": "the product's key (prices' primary key)"}
+    REFUSABLE: ClassVar[bool] = True
+    ROW_KEY: ClassVar[tuple[str, ...]] = ("nm_id",)
 
     nm_id: int = msgspec.field(name="nmID")
     vendor_code: str | None = None

@@ -31,6 +31,8 @@ class Order(Row, rename="camel", kw_only=True):
 
     DERIVED = ("day",)
     KEYS: ClassVar[dict[str, str]] = {"srid": "the order's key (wb_orders' primary key)", **_STATISTICS_KEYS}
+    WHEN = ("date", "last_change_date", "cancel_date")
+    ROW_KEY = ("srid", "nm_id")
 
     srid: str
     date: datetime
@@ -89,6 +91,8 @@ class Sale(Row, rename="camel", kw_only=True):
         "sale_id": "the row's key (wb_sales' primary key) and what tells a sale from a return",
         **_STATISTICS_KEYS,
     }
+    WHEN = ("date", "last_change_date")
+    ROW_KEY = ("sale_id", "srid", "nm_id")
 
     sale_id: str = msgspec.field(name="saleID")
     srid: str | None = None

@@ -1,7 +1,7 @@
 """The run workers' heartbeat and their runs' execution claims (issue 37): at most one execution per run.
 
 Revision ID: 0018_run_workers
-Revises: 0016_rnp_numeric_sums
+Revises: 0017_wb_rejected_rows
 
 ``run_workers``: one row per run worker process (a Celery prefork child of ``serve run-worker``),
 beaten every few seconds with the runs it holds (operations/workers.py). A worker is alive while its beat is
@@ -18,7 +18,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0018_run_workers"
-down_revision = "0016_rnp_numeric_sums"
+down_revision = "0017_wb_rejected_rows"
 branch_labels = None
 depends_on = None
 
