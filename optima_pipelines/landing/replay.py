@@ -34,7 +34,7 @@ import psycopg
 from optima_pipelines.landing.store import Landing, LandingError
 from optima_pipelines.logs import get_logger
 from optima_pipelines.sync.runs import ANY_CABINET, TRIGGERS, Connect, FeedLoad, Sync, SyncInput, stored_runs
-from optima_pipelines.timeutil import clock_at
+from optima_pipelines.timeutil import clock_at, now_moscow
 from optima_pipelines.wb import RateLimiter, WbClient, WbConfig, WbDeferred, WbRequestError
 from optima_pipelines.wb.http import Endpoint, Transport
 
@@ -62,6 +62,8 @@ class ReplayTransport(Transport):
         self.token_type = "personal"
         self.landing = None
         self.answered_at = None
+        #: Rows from the future are judged against the replay's clock (the moment WB answered live).
+        self._now = now_moscow
         self._queues: dict[tuple[str, str, str], deque[dict[str, Any]]] = {}
         for answer in answers:
             key = (answer["method"], answer["category"], answer["path"])

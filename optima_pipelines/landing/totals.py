@@ -23,9 +23,12 @@ import msgspec
 import psycopg
 import pyarrow.compute as pc
 
-from optima_pipelines.landing.store import Landing, LandingError
+from optima_pipelines.landing.store import Landing
+from optima_pipelines.logs import get_logger
 from optima_pipelines.wb.models.advertising import _StatsCampaign, ad_stats_from
 from optima_pipelines.wb.models.finance import ReportLine
+
+log = get_logger(__name__)
 
 FULLSTATS_PATH = "/adv/v3/fullstats"
 REPORT_PATH = "/api/finance/v1/sales-reports/detailed"
@@ -43,12 +46,16 @@ class WbSaid:
 
 
 def _decode(path: str, answer: bytes, model: Any) -> Any:
+    """The answer's rows; None for an answer WB sent broken (truncated, or a row of bad values): its
+    page was not merged as it came, so it is not WB's last word either (the sync's own screening
+    decides what of it was stored)."""
     if not answer:  # WB's 204 (the end of the finance report): nothing
         return []
     try:
         return msgspec.json.decode(answer, type=model)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise LandingError(f"a landed answer of {path} does not decode: {exc}") from None
+        log.warning("a landed answer of %s does not decode (%s): left out of what WB last said", path, exc)
+        return None
 
 
 def last_said(
@@ -76,6 +83,9 @@ def _ad_spend(landing: Landing, cabinet: str, days: set[date]) -> dict[date, Dec
     latest: dict[tuple[int, date, int, int], Decimal] = {}
     covered: set[date] = set()
     for row in answers.filter(pc.equal(answers["path"], FULLSTATS_PATH)).to_pylist():  # arrival order
+        stats = _decode(FULLSTATS_PATH, row["answer"], list[_StatsCampaign])
+        if stats is None:
+            continue
         params = msgspec.json.decode(row["params"] or b"{}") if row["params"] else {}
         begin, end = params.get("beginDate"), params.get("endDate")
         if begin and end:
@@ -86,7 +96,7 @@ def _ad_spend(landing: Landing, cabinet: str, days: set[date]) -> dict[date, Dec
             # An answer that no longer lists a product of its campaigns' day says it spent nothing there.
             for key in [k for k in latest if k[1] in asked and k[0] in ids]:
                 del latest[key]
-        for stat in ad_stats_from(_decode(FULLSTATS_PATH, row["answer"], list[_StatsCampaign])):
+        for stat in ad_stats_from(stats):
             if stat.day in days:
                 latest[(stat.advert_id, stat.day, stat.app_type, stat.nm_id)] = stat.sum
     spend: dict[date, Decimal] = dict.fromkeys(covered, Decimal(0))
@@ -99,7 +109,7 @@ def _payout(landing: Landing, conn: psycopg.Connection | None, cabinet: str, day
     answers = landing.read(cabinet, min(days) - FINANCE_LAG, max(days) + FINANCE_LAG, ["finance"])
     lines: dict[int, ReportLine] = {}
     for row in answers.filter(pc.equal(answers["path"], REPORT_PATH)).to_pylist():
-        for line in _decode(REPORT_PATH, row["answer"], list[ReportLine]):
+        for line in _decode(REPORT_PATH, row["answer"], list[ReportLine]) or ():
             lines[line.rrd_id] = line
     if not lines:
         return {}

@@ -104,7 +104,7 @@ def rejected_metric(database_url: str, feed: str, outcome: str) -> float:
     """What /metrics says (optima_wb_rejected_rows) for the feed and outcome."""
     from optima_pipelines.operations.metrics import build_registry
     from optima_pipelines.settings import load_settings
-    from tests.dagster.test_ops_metrics import sample, scrape
+    from tests.dagster.test_operations_metrics import sample, scrape
 
     settings = load_settings()
     registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
