@@ -10,14 +10,13 @@ from __future__ import annotations
 import signal
 import socket
 import sys
-from contextlib import contextmanager
 
 import click
 
 from optima_pipelines.cli.ops import METRICS_PORT_DEFAULT, auth_banner
 from optima_pipelines.ops import processes
-from optima_pipelines.ops.runtime import open_deployment
-from optima_pipelines.settings import run_launcher_choice
+from optima_pipelines.ops.runtime import demo_setup, open_deployment, serve_demo_wb
+from optima_pipelines.settings import Settings, run_launcher_choice
 
 
 class _Stop(Exception):
@@ -30,21 +29,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _demo_setup(state_dir, wb_base_url: str | None):  # type: ignore[no-untyped-def]
-    """The simulator a demo loaded from, unless the deployment is pointed at a WB of its own."""
-    if wb_base_url:
-        return None
-    try:
-        from wb_simulator.demo import SimSetup
-    except ImportError:  # an installation without the simulator package
-        return None
-    return SimSetup.load(state_dir)
-
-
-def _demo_simulator(state_dir, wb_base_url: str | None):  # type: ignore[no-untyped-def]
+def _demo_simulator(settings: Settings):  # type: ignore[no-untyped-def]
     """After `optima-pipelines demo`, `dev` serves the same simulated WB again as a process of its
     own, so the demo's cabinets keep syncing."""
-    setup = _demo_setup(state_dir, wb_base_url)
+    setup = demo_setup(settings)
     if setup is None:
         return None
     port = _free_port()
@@ -108,7 +96,7 @@ def dev_cmd(host: str, port: int, metrics_port: int, module: str, run_workers: i
             click.echo(f"run launcher: celery, {run_workers} run worker(s) x {per_worker} processes")
         if metrics_port:
             services.append(("metrics", [*cli, "metrics", "--host", host, "--port", str(metrics_port)]))
-        demo_sim = _demo_simulator(dep.settings.state_dir, dep.settings.wb_base_url)
+        demo_sim = _demo_simulator(dep.settings)
         if demo_sim is not None:
             argv, base_url, time_scale = demo_sim
             services.insert(0, ("WB simulator", argv))
@@ -146,23 +134,12 @@ def dagster_cmd(args: tuple[str, ...]) -> None:
 
     optima-pipelines dagster asset materialize -m optima_pipelines.definitions --select wb_orders --partition 'c1|2026-11-29'
     """
-    with open_deployment() as dep, _demo_wb_in_process(dep.settings.state_dir, dep.settings.wb_base_url) as wb_env:
-        code = processes.run_child([sys.executable, "-m", "dagster", *args], {**dep.child_env(), **wb_env})
+    with open_deployment() as dep:
+        env = {**dep.child_env(), **serve_demo_wb(dep.settings)}
+        # Dagster's own commands start no run worker: their runs spawn (orchestration/run_launcher.py).
+        env["OPTIMA_RUN_LAUNCHER"] = env.get("OPTIMA_RUN_LAUNCHER", "").strip() or "spawn"
+        code = processes.run_child([sys.executable, "-m", "dagster", *args], env)
     sys.exit(code)
-
-
-@contextmanager
-def _demo_wb_in_process(state_dir, wb_base_url: str | None):  # type: ignore[no-untyped-def]
-    """For one command after a demo: serve the demo's simulated WB in this process meanwhile."""
-    setup = _demo_setup(state_dir, wb_base_url)
-    if setup is None:
-        yield {}
-        return
-    from wb_simulator.server import serve
-
-    sim, _tokens = setup.build()
-    with serve(sim) as base_url:
-        yield {"OPTIMA_WB_BASE_URL": base_url, "OPTIMA_WB_TIME_SCALE": str(setup.time_scale)}
 
 
 def register(cli: click.Group) -> None:
