@@ -49,10 +49,16 @@ def _raise_stop(_signum, _frame):  # type: ignore[no-untyped-def]
 
 
 @click.command("dev")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address the UI (and metrics) listen on.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address the UI listens on.")
 @click.option("--port", default=3000, show_default=True, type=int, help="Port of the UI.")
 @click.option(
     "--metrics-port", default=METRICS_PORT_DEFAULT, show_default=True, type=int, help="Port of /metrics; 0: none."
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address /metrics and /health listen on (no auth: keep it internal; --host does not move it).",
 )
 @click.option("-m", "--module", default=processes.DEFINITIONS_MODULE, show_default=True, help="Definitions module.")
 @click.option(
@@ -62,7 +68,7 @@ def _raise_stop(_signum, _frame):  # type: ignore[no-untyped-def]
     type=click.IntRange(1, 16),
     help="How many run worker processes (`serve run-worker`) to start (none with OPTIMA_RUN_LAUNCHER=spawn).",
 )
-def dev_cmd(host: str, port: int, metrics_port: int, module: str, run_workers: int) -> None:
+def dev_cmd(host: str, port: int, metrics_port: int, metrics_host: str, module: str, run_workers: int) -> None:
     """Run the Dagster UI, the daemon, the code server and the metrics process (Ctrl-C stops all);
     and the warm run workers (unless OPTIMA_RUN_LAUNCHER=spawn)."""
     cli = [sys.executable, "-m", "optima_pipelines.cli"]
@@ -95,7 +101,7 @@ def dev_cmd(host: str, port: int, metrics_port: int, module: str, run_workers: i
                 services.append((f"run worker {n}", argv))
             click.echo(f"run launcher: celery, {run_workers} run worker(s) x {per_worker} processes")
         if metrics_port:
-            services.append(("metrics", [*cli, "metrics", "--host", host, "--port", str(metrics_port)]))
+            services.append(("metrics", [*cli, "metrics", "--host", metrics_host, "--port", str(metrics_port)]))
         demo_sim = _demo_simulator(dep.settings)
         if demo_sim is not None:
             argv, base_url, time_scale = demo_sim

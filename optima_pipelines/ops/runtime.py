@@ -7,8 +7,9 @@ environment name and storage.
 
 from __future__ import annotations
 
+import hashlib
 import os
-import shutil
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -82,10 +83,33 @@ class Deployment:
             instance.upgrade(print_fn=lambda _message: None)
 
 
+#: Beside DAGSTER_HOME's dagster.yaml: the SHA-256 of the packaged copy last written there, which tells
+#: an edit of the file (kept) from an older packaged copy (replaced by the new one).
+PACKAGED_STAMP = ".dagster.yaml.sha256"
+
+
 def prepare_dagster_home(settings: Settings) -> Path:
+    """DAGSTER_HOME of the environment, with the packaged dagster.yaml, unless the one there was edited:
+    an edited file is kept, and each command says so in one line (delete it to get the packaged one)."""
     home = settings.state_dir / "dagster" / settings.env
     home.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+    target, stamp = home / "dagster.yaml", home / PACKAGED_STAMP
+    packaged = project_file("dagster.yaml").read_bytes()
+    if target.exists():
+        current = target.read_bytes()
+        written = stamp.read_text().strip() if stamp.exists() else None
+        if current != packaged and hashlib.sha256(current).hexdigest() != written:
+            print(
+                f"note: keeping your edited {target} (it differs from the packaged dagster.yaml; "
+                "delete it to use the packaged one)",
+                file=sys.stderr,
+            )
+            return home
+    if not target.exists() or target.read_bytes() != packaged:
+        tmp = target.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(packaged)
+        tmp.replace(target)  # atomic: the processes of `dev` prepare it at the same time
+    stamp.write_text(hashlib.sha256(packaged).hexdigest() + "\n")
     return home
 
 
