@@ -170,8 +170,8 @@ def test_the_warm_run_workers_launcher_loads_through_dagsters_instance_config(tm
     with its Celery app on the embedded broker."""
     from dagster._core.instance.config import dagster_instance_config
 
-    from optima_pipelines.orchestration import run_launcher
     from optima_pipelines.ops.runtime import project_file
+    from optima_pipelines.orchestration import run_launcher
 
     (tmp_path / "dagster.yaml").write_text(project_file("dagster.yaml").read_text())
     monkeypatch.setenv("OPTIMA_RUN_LAUNCHER", "celery")
@@ -181,7 +181,9 @@ def test_the_warm_run_workers_launcher_loads_through_dagsters_instance_config(tm
     from dagster._serdes import ConfigurableClassData
 
     data = ConfigurableClassData(
-        config["run_launcher"]["module"], config["run_launcher"]["class"], yaml.safe_dump(config["run_launcher"].get("config") or {})
+        config["run_launcher"]["module"],
+        config["run_launcher"]["class"],
+        yaml.safe_dump(config["run_launcher"].get("config") or {}),
     )
     launcher = data.rehydrate(as_type=run_launcher.OptimaRunLauncher)
     assert isinstance(launcher.inner, run_launcher.WarmRunLauncher)
@@ -219,7 +221,9 @@ def test_the_dockerfile_builds_a_pinned_multi_stage_non_root_image_of_this_packa
     assert len(stages) >= 2, "a build stage and a runtime stage"
     for stage in stages:
         repo, _, tag = stage["image"].partition(":")
-        assert repo == "python" and re.fullmatch(r"3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", tag), stage["image"]
+        assert repo == "python" and re.fullmatch(r"3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", tag), stage[
+            "image"
+        ]
     build, runtime = stages[0], stages[-1]
     runs = " ".join(rest for word, rest in build["lines"] if word == "RUN")
     assert "pip install" in runs and ".[k8s]" in runs, "the build installs the package with its k8s extra"
