@@ -29,7 +29,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "OPTIMA_SECRET_KEY": "Fernet key that encrypts WB tokens at rest. Unset: a key generated once and "
     "kept in the state folder (secret.key).",
     "OPTIMA_DAGSTER_STORAGE_URL": "Dagster storage URL (postgresql+psycopg2://...). Derived from "
-    "OPTIMA_DATABASE_URL and OPTIMA_ENV by the CLI; set it only to put Dagster's storage elsewhere.",
+    "OPTIMA_DATABASE_URL and OPTIMA_ENV by the CLI, and by Dagster's own commands (dagster dev, dg ...) "
+    "through the storage; set it only to put Dagster's storage elsewhere.",
     "OPTIMA_WB_BASE_URL": "One base URL for every WB category, path-prefixed by category "
     "(the simulator's address). Unset: WB's real hosts.",
     "OPTIMA_WB_TIME_SCALE": "Only with the WB simulator running a faster clock: divides WB's rate-limit "
@@ -63,7 +64,9 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "the weekly partition-manager drops older table partitions. Default 24, at least 3.",
     "OPTIMA_RUN_LAUNCHER": "How a run's worker starts: celery (a task in a long-lived, already warm run worker, "
     "`optima-pipelines serve run-worker`; dev starts one) or spawn (Dagster's DefaultRunLauncher: the code server "
-    "spawns a fresh process per run that imports Dagster and the definitions). Default celery.",
+    "spawns a fresh process per run that imports Dagster and the definitions). Default celery for what "
+    "`optima-pipelines dev` and `serve` start; spawn for Dagster's own commands (`dagster dev`, `dg dev`, "
+    "`dagster-daemon run`, `optima-pipelines dagster ...`), which start no run worker.",
     "OPTIMA_RUN_WORKER_BROKER_URL": "With OPTIMA_RUN_LAUNCHER=celery: the Celery broker that hands runs to the run workers "
     "(redis://host:6379/0 in production). Unset: kombu's SQLAlchemy transport on Dagster's own PostgreSQL schema "
     "(no new server; termination then goes through the run's status, as it always does).",

@@ -48,6 +48,37 @@ def _raise_stop(_signum, _frame):  # type: ignore[no-untyped-def]
     raise _Stop
 
 
+def dev_services(
+    code_server: str,
+    module: str,
+    host: str,
+    port: int,
+    metrics_host: str,
+    metrics_port: int,
+    launcher: str,
+    run_workers: int,
+) -> list[tuple[str, list[str]]]:
+    """The processes of `dev`, each (name, argv). The UI listens on ``host``; /metrics and /health, which
+    have no auth, on ``metrics_host`` whatever ``host`` is."""
+    cli = [sys.executable, "-m", "optima_pipelines.cli"]
+    grpc_host, grpc_port = processes.parse_address(code_server)
+    services = [
+        ("code server", [*cli, "serve", "code-server", "-m", module, "--host", grpc_host, "--port", str(grpc_port)]),
+        ("daemon", [*cli, "serve", "daemon", "--code-server", code_server]),
+        ("webserver", [*cli, "serve", "webserver", "--host", host, "--port", str(port), "--code-server", code_server]),
+    ]
+    if launcher == "celery":
+        # The run queue's slots shared among the workers: every run the queue lets through finds a
+        # warm process at once.
+        per_worker = -(-processes.RUN_WORKER_CONCURRENCY // run_workers)
+        for n in range(1, run_workers + 1):
+            argv = [*cli, "serve", "run-worker", "-m", module, "-c", str(per_worker), "--name", f"run-worker-{n}"]
+            services.append((f"run worker {n}", argv))
+    if metrics_port:
+        services.append(("metrics", [*cli, "metrics", "--host", metrics_host, "--port", str(metrics_port)]))
+    return services
+
+
 @click.command("dev")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address the UI listens on.")
 @click.option("--port", default=3000, show_default=True, type=int, help="Port of the UI.")
@@ -71,7 +102,6 @@ def _raise_stop(_signum, _frame):  # type: ignore[no-untyped-def]
 def dev_cmd(host: str, port: int, metrics_port: int, metrics_host: str, module: str, run_workers: int) -> None:
     """Run the Dagster UI, the daemon, the code server and the metrics process (Ctrl-C stops all);
     and the warm run workers (unless OPTIMA_RUN_LAUNCHER=spawn)."""
-    cli = [sys.executable, "-m", "optima_pipelines.cli"]
     launcher = run_launcher_choice()
     with open_deployment() as dep:
         auth_banner(dep.settings.ui_user, dep.settings.ui_password)  # fails early when half-configured
@@ -80,28 +110,10 @@ def dev_cmd(host: str, port: int, metrics_port: int, metrics_host: str, module: 
         click.echo(f"database: {dep.masked_url()} (environment {dep.settings.env})")
         click.echo(f"DAGSTER_HOME: {dep.dagster_home}")
         # The webserver and the metrics process print their own addresses (and whether auth is on).
-        grpc_host, grpc_port = processes.parse_address(code_server)
-        services = [
-            (
-                "code server",
-                [*cli, "serve", "code-server", "-m", module, "--host", grpc_host, "--port", str(grpc_port)],
-            ),
-            ("daemon", [*cli, "serve", "daemon", "--code-server", code_server]),
-            (
-                "webserver",
-                [*cli, "serve", "webserver", "--host", host, "--port", str(port), "--code-server", code_server],
-            ),
-        ]
+        services = dev_services(code_server, module, host, port, metrics_host, metrics_port, launcher, run_workers)
         if launcher == "celery":
-            # The run queue's slots shared among the workers: every run the queue lets through finds a
-            # warm process at once.
             per_worker = -(-processes.RUN_WORKER_CONCURRENCY // run_workers)
-            for n in range(1, run_workers + 1):
-                argv = [*cli, "serve", "run-worker", "-m", module, "-c", str(per_worker), "--name", f"run-worker-{n}"]
-                services.append((f"run worker {n}", argv))
             click.echo(f"run launcher: celery, {run_workers} run worker(s) x {per_worker} processes")
-        if metrics_port:
-            services.append(("metrics", [*cli, "metrics", "--host", metrics_host, "--port", str(metrics_port)]))
         demo_sim = _demo_simulator(dep.settings)
         if demo_sim is not None:
             argv, base_url, time_scale = demo_sim
