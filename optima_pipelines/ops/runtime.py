@@ -173,7 +173,7 @@ def resolve_for_dagster_command() -> str:
                 f"the warehouse {settings.warehouse_schema} on {masked(database_url)} is not at this code's "
                 "migration: run `optima-pipelines db upgrade`"
             )
-        storage = settings.dagster_storage_url or dagster_storage_url(database_url, settings.dagster_schema)
+        storage = dagster_storage_url(database_url, settings.dagster_schema)
         os.environ.update(
             OPTIMA_DATABASE_URL=database_url,
             OPTIMA_ENV=settings.env,
