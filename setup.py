@@ -79,8 +79,10 @@ setup(
             # Two workers: the suite's wait is mostly processes starting and databases answering.
             "pytest-xdist>=3.6",
             "openapi-core>=0.19",
-            # deploy/k8s/values.yaml against the Helm chart's schema (tests/unit/test_k8s_deploy.py).
+            # deploy/k8s/values.yaml against the Helm chart's schema, and the K8sRunLauncher's config through
+            # dagster-k8s's own (tests/unit/test_k8s_deploy.py).
             "jsonschema>=4.18",
+            f"dagster-k8s=={DAGSTER_LIBS_VERSION}",
             "ruff>=0.6",
             "mypy>=1.10",
             "playwright>=1.45",
