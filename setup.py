@@ -3,6 +3,8 @@
 from setuptools import find_namespace_packages, setup
 
 DAGSTER_VERSION = "1.13.27"
+#: Dagster's libraries (dagster-postgres, dagster-celery, dagster-k8s) carry the release line 0.29 for 1.13.
+DAGSTER_LIBS_VERSION = "0.29.27"
 
 setup(
     name="optima_pipelines",
@@ -30,11 +32,13 @@ setup(
         # Dagster pinned exactly: unpinned, pip resolves dagster-postgres to a broken 0.11.x.
         f"dagster=={DAGSTER_VERSION}",
         f"dagster-webserver=={DAGSTER_VERSION}",
-        "dagster-postgres==0.29.27",
+        # `dg` (check defs, list defs, dev, launch): Dagster's project CLI, of the same release.
+        f"dagster-dg-cli=={DAGSTER_VERSION}",
+        f"dagster-postgres=={DAGSTER_LIBS_VERSION}",
         # Warm run workers (OPTIMA_RUN_LAUNCHER=celery, orchestration/run_launcher.py): dagster-celery of
         # the same release as the Dagster pin; Celery's Redis client for the production broker (the
         # embedded default broker is kombu's SQLAlchemy transport, on the SQLAlchemy above).
-        "dagster-celery==0.29.27",
+        f"dagster-celery=={DAGSTER_LIBS_VERSION}",
         "celery[redis]>=5.4,<6",
         # dagster-postgres talks psycopg2; our own code talks psycopg 3 (COPY, binary protocol).
         "psycopg2-binary>=2.9,<3",
@@ -67,12 +71,18 @@ setup(
         "uvicorn>=0.30",
     ],
     extras_require={
+        # Kubernetes (deploy/k8s/values.yaml): the K8sRunLauncher the chart configures, of the same release.
+        "k8s": [f"dagster-k8s=={DAGSTER_LIBS_VERSION}"],
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
             # Two workers: the suite's wait is mostly processes starting and databases answering.
             "pytest-xdist>=3.6",
             "openapi-core>=0.19",
+            # deploy/k8s/values.yaml against the Helm chart's schema, and the K8sRunLauncher's config through
+            # dagster-k8s's own (tests/unit/test_k8s_deploy.py).
+            "jsonschema>=4.18",
+            f"dagster-k8s=={DAGSTER_LIBS_VERSION}",
             "ruff>=0.6",
             "mypy>=1.10",
             "playwright>=1.45",

@@ -58,3 +58,44 @@ def parse_cabinet_day_key(key: str) -> tuple[str, date]:
     except ValueError:
         raise InvalidInput(f"partition key {key!r}: {day_text!r} is not a date (YYYY-MM-DD)") from None
     return cabinet_id, day
+
+
+#: How a person writes a partition key of each partitions definition (errors name it).
+CABINET_DAY_FORM = "CABINET|YYYY-MM-DD (a registered cabinet and a Moscow day)"
+CABINET_FORM = "CABINET (a registered cabinet id)"
+
+
+def explain_bad_key(
+    key: str,
+    *,
+    cabinet_day: bool,
+    registered: set[str],
+    with_partitions: set[str],
+    start: date,
+    today: date,
+) -> str:
+    """Why ``key`` names no partition of ``CABINET_DAY`` (``cabinet_day``) or ``CABINETS``, in one line
+    that names the bad part and the valid form: the form, the date, the day's range, the cabinet
+    (``registered``: the cabinets table; ``with_partitions``: the cabinets Dagster has partitions of)."""
+    form = CABINET_DAY_FORM if cabinet_day else CABINET_FORM
+    try:
+        if cabinet_day:
+            cabinet_id, day = parse_cabinet_day_key(key)
+        else:
+            cabinet_id, day = validate_cabinet_id(key), None
+    except InvalidInput as exc:
+        return f"{exc}; partition keys are {form}"
+    if day is not None and not start <= day <= today:
+        return (
+            f"partition key {key!r}: day {day} is outside the partitions ({start} .. {today}, Moscow; "
+            f"OPTIMA_PARTITIONS_START sets the first); partition keys are {form}"
+        )
+    if cabinet_id not in registered:
+        known = ", ".join(sorted(registered)[:5]) or "none yet: `optima-pipelines cabinets add`"
+        return f"partition key {key!r}: cabinet {cabinet_id!r} is not registered (cabinets: {known}); partition keys are {form}"
+    if cabinet_id not in with_partitions:
+        return (
+            f"partition key {key!r}: cabinet {cabinet_id!r} has no partitions yet: the daemon's "
+            "cabinet_partitions_sensor adds them within a minute (run `dagster dev` or `optima-pipelines dev`)"
+        )
+    return f"partition key {key!r} names no partition; partition keys are {form}"

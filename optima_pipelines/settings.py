@@ -74,7 +74,8 @@ ENVIRONMENT_VARIABLES: dict[str, EnvironmentVariable] = {
         None,
         "Dagster's storage URL (`postgresql+psycopg2://…?options=-csearch_path=dagster_<env>`), which `dagster.yaml` "
         "reads; set it only to put Dagster's storage elsewhere.",
-        unset="derived by the CLI from `OPTIMA_DATABASE_URL` and `OPTIMA_ENV`",
+        unset="derived from `OPTIMA_DATABASE_URL` and `OPTIMA_ENV` by the CLI, and by Dagster's own commands "
+        "(`dagster dev`, `dg ...`) through the storage",
     ),
     "OPTIMA_WB_BASE_URL": EnvironmentVariable(
         None,
@@ -175,7 +176,9 @@ ENVIRONMENT_VARIABLES: dict[str, EnvironmentVariable] = {
         "`dev`; any number, on any host) take runs from a broker. `spawn`: Dagster's own DefaultRunLauncher (the "
         "code server spawns a fresh process per run, which imports Dagster and the definitions; no run worker "
         "needed). The warm workers start a trivial run under the import-dagster floor and run 8× the spawn "
-        "launcher's burst (docs/performance.md; docs/deploy.md).",
+        "launcher's burst (docs/performance.md; docs/deploy.md). The default is `celery` for what "
+        "`optima-pipelines dev` and `serve` start, `spawn` for Dagster's own commands (`dagster dev`, `dg dev`, "
+        "`dagster-daemon run`, `optima-pipelines dagster ...`), which start no run worker.",
     ),
     "OPTIMA_RUN_WORKER_BROKER_URL": EnvironmentVariable(
         None,

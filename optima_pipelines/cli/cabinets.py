@@ -81,12 +81,22 @@ def add_cmd(
 ) -> None:
     """Register a cabinet. The token is stored encrypted and never printed."""
     secret = _read_token(token, token_file, token_env)
-    with open_deployment() as dep, dep.connect() as conn:
-        cipher = dep.cipher()
-        if secret is not None:
-            repo.check_key(conn, cipher, key_source(dep.settings))
-        cab = repo.add_cabinet(conn, cipher, cabinet_id, name or cabinet_id, secret, status)
-        conn.commit()
+    with open_deployment() as dep:
+        with dep.connect() as conn:
+            cipher = dep.cipher()
+            if secret is not None:
+                repo.check_key(conn, cipher, key_source(dep.settings))
+            cab = repo.add_cabinet(conn, cipher, cabinet_id, name or cabinet_id, secret, status)
+            conn.commit()
+        # Its partitions at once, as cabinet_partitions_sensor would add them within a minute: so that
+        # `dagster asset materialize --partition 'ID|YYYY-MM-DD'` works right after, with no daemon.
+        from dagster import DagsterInstance
+
+        from optima_pipelines.partitions import CABINETS_NAME
+
+        dep.apply_env()
+        with DagsterInstance.get() as instance:
+            instance.add_dynamic_partitions(CABINETS_NAME, [cab.id])
     click.echo(f"added cabinet {cab.id} ({cab.status}, token {'set' if cab.has_token else 'not set'})")
 
 

@@ -10,15 +10,14 @@ from __future__ import annotations
 import signal
 import socket
 import sys
-from contextlib import contextmanager
 
 import click
 
 from optima_pipelines.cli.operations import METRICS_PORT_DEFAULT, auth_banner
 from optima_pipelines.operations import processes
 from optima_pipelines.operations.daemon import refuse_if_running
-from optima_pipelines.operations.runtime import open_deployment
-from optima_pipelines.settings import run_launcher_choice
+from optima_pipelines.operations.runtime import demo_setup, open_deployment, serve_demo_wb
+from optima_pipelines.settings import Settings, run_launcher_choice
 
 
 class _Stop(Exception):
@@ -31,21 +30,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _demo_setup(state_dir, wb_base_url: str | None):  # type: ignore[no-untyped-def]
-    """The simulator a demo loaded from, unless the deployment is pointed at a WB of its own."""
-    if wb_base_url:
-        return None
-    try:
-        from wb_simulator.demo import SimSetup
-    except ImportError:  # an installation without the simulator package
-        return None
-    return SimSetup.load(state_dir)
-
-
-def _demo_simulator(state_dir, wb_base_url: str | None):  # type: ignore[no-untyped-def]
+def _demo_simulator(settings: Settings):  # type: ignore[no-untyped-def]
     """After `optima-pipelines demo`, `dev` serves the same simulated WB again as a process of its
     own, so the demo's cabinets keep syncing."""
-    setup = _demo_setup(state_dir, wb_base_url)
+    setup = demo_setup(settings)
     if setup is None:
         return None
     port = _free_port()
@@ -61,11 +49,48 @@ def _raise_stop(_signum, _frame):  # type: ignore[no-untyped-def]
     raise _Stop
 
 
+def dev_services(
+    code_server: str,
+    module: str,
+    host: str,
+    port: int,
+    metrics_host: str,
+    metrics_port: int,
+    launcher: str,
+    run_workers: int,
+) -> list[tuple[str, list[str]]]:
+    """The processes of `dev`, each (name, argv). The UI listens on ``host``; /metrics and /health, which
+    have no auth, on ``metrics_host`` whatever ``host`` is."""
+    cli = [sys.executable, "-m", "optima_pipelines.cli"]
+    grpc_host, grpc_port = processes.parse_address(code_server)
+    services = [
+        ("code server", [*cli, "serve", "code-server", "-m", module, "--host", grpc_host, "--port", str(grpc_port)]),
+        ("daemon", [*cli, "serve", "daemon", "--code-server", code_server]),
+        ("webserver", [*cli, "serve", "webserver", "--host", host, "--port", str(port), "--code-server", code_server]),
+    ]
+    if launcher == "celery" and run_workers:
+        # The run queue's slots shared among the workers: every run the queue lets through finds a
+        # warm process at once.
+        per_worker = -(-processes.RUN_WORKER_CONCURRENCY // run_workers)
+        for n in range(1, run_workers + 1):
+            argv = [*cli, "serve", "run-worker", "-m", module, "-c", str(per_worker), "--name", f"run-worker-{n}"]
+            services.append((f"run worker {n}", argv))
+    if metrics_port:
+        services.append(("metrics", [*cli, "metrics", "--host", metrics_host, "--port", str(metrics_port)]))
+    return services
+
+
 @click.command("dev")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address the UI (and metrics) listen on.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address the UI listens on.")
 @click.option("--port", default=3000, show_default=True, type=int, help="Port of the UI.")
 @click.option(
     "--metrics-port", default=METRICS_PORT_DEFAULT, show_default=True, type=int, help="Port of /metrics; 0: none."
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address /metrics and /health listen on (no auth: keep it internal; --host does not move it).",
 )
 @click.option("-m", "--module", default=processes.DEFINITIONS_MODULE, show_default=True, help="Definitions module.")
 @click.option(
@@ -76,10 +101,9 @@ def _raise_stop(_signum, _frame):  # type: ignore[no-untyped-def]
     help="How many run worker processes (`serve run-worker`) to start (none with OPTIMA_RUN_LAUNCHER=spawn; "
     "0: none here, they run elsewhere).",
 )
-def dev_cmd(host: str, port: int, metrics_port: int, module: str, run_workers: int) -> None:
+def dev_cmd(host: str, port: int, metrics_port: int, metrics_host: str, module: str, run_workers: int) -> None:
     """Run the Dagster UI, the daemon, the code server and the metrics process (Ctrl-C stops all);
     and the warm run workers (unless OPTIMA_RUN_LAUNCHER=spawn)."""
-    cli = [sys.executable, "-m", "optima_pipelines.cli"]
     launcher = run_launcher_choice()
     with open_deployment() as dep:
         auth_banner(dep.settings.ui_user, dep.settings.ui_password)  # fails early when half-configured
@@ -90,31 +114,13 @@ def dev_cmd(host: str, port: int, metrics_port: int, module: str, run_workers: i
         click.echo(f"database: {dep.masked_url()} (environment {dep.settings.env})")
         click.echo(f"DAGSTER_HOME: {dep.dagster_home}")
         # The webserver and the metrics process print their own addresses (and whether auth is on).
-        grpc_host, grpc_port = processes.parse_address(code_server)
-        services = [
-            (
-                "code server",
-                [*cli, "serve", "code-server", "-m", module, "--host", grpc_host, "--port", str(grpc_port)],
-            ),
-            ("daemon", [*cli, "serve", "daemon", "--code-server", code_server]),
-            (
-                "webserver",
-                [*cli, "serve", "webserver", "--host", host, "--port", str(port), "--code-server", code_server],
-            ),
-        ]
+        services = dev_services(code_server, module, host, port, metrics_host, metrics_port, launcher, run_workers)
         if launcher == "celery" and run_workers == 0:
             click.echo("run launcher: celery, no run worker here: start `optima-pipelines serve run-worker`")
         elif launcher == "celery":
-            # The run queue's slots shared among the workers: every run the queue lets through finds a
-            # warm process at once.
             per_worker = -(-processes.RUN_WORKER_CONCURRENCY // run_workers)
-            for n in range(1, run_workers + 1):
-                argv = [*cli, "serve", "run-worker", "-m", module, "-c", str(per_worker), "--name", f"run-worker-{n}"]
-                services.append((f"run worker {n}", argv))
             click.echo(f"run launcher: celery, {run_workers} run worker(s) x {per_worker} processes")
-        if metrics_port:
-            services.append(("metrics", [*cli, "metrics", "--host", host, "--port", str(metrics_port)]))
-        demo_sim = _demo_simulator(dep.settings.state_dir, dep.settings.wb_base_url)
+        demo_sim = _demo_simulator(dep.settings)
         if demo_sim is not None:
             argv, base_url, time_scale = demo_sim
             services.insert(0, ("WB simulator", argv))
@@ -152,23 +158,12 @@ def dagster_cmd(args: tuple[str, ...]) -> None:
 
     optima-pipelines dagster asset materialize -m optima_pipelines.definitions --select wb_orders --partition 'c1|2026-11-29'
     """
-    with open_deployment() as dep, _demo_wb_in_process(dep.settings.state_dir, dep.settings.wb_base_url) as wb_env:
-        code = processes.run_child([sys.executable, "-m", "dagster", *args], {**dep.child_env(), **wb_env})
+    with open_deployment() as dep:
+        env = {**dep.child_env(), **serve_demo_wb(dep.settings)}
+        # Dagster's own commands start no run worker: their runs spawn (orchestration/run_launcher.py).
+        env["OPTIMA_RUN_LAUNCHER"] = env.get("OPTIMA_RUN_LAUNCHER", "").strip() or "spawn"
+        code = processes.run_child([sys.executable, "-m", "dagster", *args], env)
     sys.exit(code)
-
-
-@contextmanager
-def _demo_wb_in_process(state_dir, wb_base_url: str | None):  # type: ignore[no-untyped-def]
-    """For one command after a demo: serve the demo's simulated WB in this process meanwhile."""
-    setup = _demo_setup(state_dir, wb_base_url)
-    if setup is None:
-        yield {}
-        return
-    from wb_simulator.server import serve
-
-    sim, _tokens = setup.build()
-    with serve(sim) as base_url:
-        yield {"OPTIMA_WB_BASE_URL": base_url, "OPTIMA_WB_TIME_SCALE": str(setup.time_scale)}
 
 
 def register(cli: click.Group) -> None:

@@ -30,6 +30,7 @@ from dagster._core.launcher import (
 from dagster._core.storage.tags import GRPC_INFO_TAG, WILL_RETRY_TAG
 from dagster._serdes import ConfigurableClass, ConfigurableClassData
 from dagster._utils.error import SerializableErrorInfo
+from dagster_shared.check import CheckError
 
 from optima_pipelines import settings
 
@@ -42,6 +43,7 @@ __all__ = [
     "RUN_EXECUTION_MODULES",
     "RUN_STORAGE_COLUMNS",
     "WILL_RETRY_TAG",
+    "CheckError",
     "CheckRunHealthResult",
     "ConfigurableClass",
     "ConfigurableClassData",
@@ -69,6 +71,8 @@ __all__ = [
     "store_planned_events_in_batches",
 ]
 
+# CheckError: what Dagster's commands raise for a bad option (`check.failed`, e.g. `dagster asset
+# materialize` of a partitioned asset without --partition); ops/dagster_cli.py prints it as one line.
 # WILL_RETRY_TAG ("dagster/will_retry"): Dagster's verdict on a failed run, "true" when the daemon's
 # run retries will re-queue it (sensors/requests.py waits for the retry instead of failing the request).
 # SerializableErrorInfo: the error of a STEP_FAILURE/RUN_FAILURE event (message, cls_name, cause),

@@ -71,6 +71,28 @@ def shared_engine(postgres_url: str) -> Engine:
         return engine
 
 
+def deployment_storage_url() -> str:
+    """The deployment's storage URL (``ops.runtime.resolve_for_dagster_command``: the environment's, or
+    resolved here, starting the embedded server when no database is configured).
+
+    What keeps a plain Dagster command from working (a malformed URL, a server that does not answer,
+    a warehouse behind the code's migrations) ends the command with one line naming it, instead of
+    Dagster's traceback of the instance's construction: this runs where a command builds its instance,
+    before anything else."""
+    import psycopg
+
+    from optima_pipelines.errors import OptimaError
+    from optima_pipelines.operations.runtime import resolve_for_dagster_command
+
+    try:
+        return resolve_for_dagster_command()
+    except OptimaError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    except psycopg.Error as exc:
+        first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        raise SystemExit(f"error: database: {first}") from None
+
+
 class OptimaPostgresStorage(DagsterPostgresStorage):
     """``DagsterPostgresStorage`` whose parts share the process's pooled engine (module docstring)."""
 
@@ -97,14 +119,23 @@ class OptimaPostgresStorage(DagsterPostgresStorage):
         remember_schema_probes(self, postgres_url)
         # A ranged run's planned asset checks: each partition's row holds that partition's event.
         store_planned_checks_per_partition(self)
+        # Dagster's one-off commands (`dagster asset materialize`, `dg launch`): one-line errors, and
+        # the runs they executed (operations/dagster_cli.py).
+        from optima_pipelines.operations import dagster_cli
+
+        dagster_cli.install(self)
 
     @classmethod
     def from_config_value(
         cls, inst_data: ConfigurableClassData | None, config_value: Mapping[str, Any]
     ) -> OptimaPostgresStorage:
+        if config_value.get("postgres_url") or config_value.get("postgres_db"):
+            url = pg_url_from_config(config_value)
+        else:  # dagster.yaml's way: the deployment's storage, whoever started this process
+            url = deployment_storage_url()
         return cls(
             inst_data=inst_data,
-            postgres_url=pg_url_from_config(config_value),
+            postgres_url=url,
             should_autocreate_tables=config_value.get("should_autocreate_tables", True),
             token_provider=get_token_provider_from_config(config_value),
         )
