@@ -88,6 +88,21 @@ class Deployment:
 PACKAGED_STAMP = ".dagster.yaml.sha256"
 
 
+#: A dagster.yaml larger than this is not anyone's edit: it is replaced by the packaged one.
+_MAX_DAGSTER_YAML = 1 << 20
+
+
+def _small_regular_file(path: Path) -> bytes | None:
+    """The bytes of a regular file of at most ``_MAX_DAGSTER_YAML``; None for anything else (missing,
+    a device, a FIFO, a symlink to one), which is never read."""
+    try:
+        if not path.is_file() or path.stat().st_size > _MAX_DAGSTER_YAML:
+            return None
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
 def prepare_dagster_home(settings: Settings) -> Path:
     """DAGSTER_HOME of the environment, with the packaged dagster.yaml, unless the one there was edited:
     an edited file is kept, and each command says so in one line (delete it to get the packaged one)."""
@@ -95,9 +110,9 @@ def prepare_dagster_home(settings: Settings) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     target, stamp = home / "dagster.yaml", home / PACKAGED_STAMP
     packaged = project_file("dagster.yaml").read_bytes()
-    if target.exists():
-        current = target.read_bytes()
-        written = stamp.read_text().strip() if stamp.exists() else None
+    current = _small_regular_file(target)
+    if current is not None:
+        written = (_small_regular_file(stamp) or b"").decode(errors="replace").strip() or None
         if current != packaged and hashlib.sha256(current).hexdigest() != written:
             print(
                 f"note: keeping your edited {target} (it differs from the packaged dagster.yaml; "
@@ -105,7 +120,7 @@ def prepare_dagster_home(settings: Settings) -> Path:
                 file=sys.stderr,
             )
             return home
-    if not target.exists() or target.read_bytes() != packaged:
+    if current != packaged:
         tmp = target.with_suffix(f".tmp{os.getpid()}")
         tmp.write_bytes(packaged)
         tmp.replace(target)  # atomic: the processes of `dev` prepare it at the same time

@@ -195,10 +195,13 @@ def test_set_token_under_another_key_is_refused_naming_the_key_in_use(optima_env
 
 
 def test_a_full_disk_is_the_last_line_naming_where(optima_env, tmp_path):
-    # The state folder's disk is full: writing DAGSTER_HOME's dagster.yaml fails (/dev/full: ENOSPC).
+    # The state folder's disk is full: writing DAGSTER_HOME's stamp of the packaged dagster.yaml fails
+    # (/dev/full: ENOSPC).
+    from optima_pipelines.operations.runtime import PACKAGED_STAMP
+
     home = tmp_path / "state" / "dagster" / optima_env
     home.mkdir(parents=True)
-    (home / "dagster.yaml").symlink_to("/dev/full")
+    (home / PACKAGED_STAMP).symlink_to("/dev/full")
     result = run_cli("cabinets", "list")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert (
