@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
 
 from dagster import DefaultScheduleStatus, DefaultSensorStatus
 
 from optima_pipelines.errors import ConfigError
+from optima_pipelines.orchestration.dagster_internals import latest_cron_tick
 from optima_pipelines.orchestration.queues import (
     AB_TEST_METRICS,
     AUTOBIDDER_BID_ENGINE,
@@ -350,6 +352,13 @@ def _engine_cadences(scale: float) -> list[Cadence]:
             "one run (the template; stopped by default)",
         ),
     ]
+
+
+def cron_period_seconds(cron: str, timezone: str, at: datetime | None = None) -> int:
+    """How far apart a cron's ticks are (daily 86,400, hourly 3,600): the gap before its latest tick."""
+    latest = latest_cron_tick(cron, at or datetime.now(UTC), timezone)
+    before = latest_cron_tick(cron, latest - timedelta(seconds=1), timezone)
+    return int((latest - before).total_seconds())
 
 
 def cadence(name: str) -> Cadence:

@@ -166,7 +166,8 @@ class SyncRun:
         }
 
     def record(self, conn: psycopg.Connection, *, status: str = "success", error: str | None = None) -> None:
-        """This sync's figures for /metrics, in the caller's transaction."""
+        """This sync's figures for /metrics, in the caller's transaction. A success confirms the
+        cabinet's feed fresh unless WB deferred it half-way (``deferred_until``)."""
         record_feed_sync(
             conn,
             queue=self.queue,
@@ -181,6 +182,7 @@ class SyncRun:
             rows_updated=self.merge.updated,
             changed_days=self.changed_days,
             error=error,
+            confirmed=status == "success" and self.deferred_until is None,
         )
 
 
