@@ -127,7 +127,7 @@ def test_scrape_reports_queue_runs_durations_and_sync_figures(dagster_instance, 
     assert sample(after, "optima_digitization_feed_sync_rows_total", feed="wb_orders", kind="fetched") == 150
     assert sample(after, "optima_digitization_feed_sync_rows_total", feed="wb_orders", kind="inserted") == 75
     assert sample(after, "optima_digitization_feed_sync_runs_total", feed="wb_orders", status="success") == 2
-    assert sample(after, "optima_digitization_feed_sync_changed_days_total", feed="wb_orders") == 4
+    assert sample(after, "optima_digitization_feed_sync_changed_partitions_total", feed="wb_orders") == 4
     assert 0 <= sample(after, "optima_digitization_feed_sync_last_success_age_seconds", feed="wb_orders") < 300
     assert sample(after, "optima_rnp_sync_runs_total", feed="wb_report_lines", status="failure") == 1
     assert sample(after, "optima_rnp_sync_failing_cabinets", feed="wb_report_lines") == 1
