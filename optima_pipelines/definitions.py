@@ -33,6 +33,7 @@ from optima_pipelines.assets.finance import (
     finance_sync_sweep,
     wb_report_lines,
 )
+from optima_pipelines.assets.freshness import feed_freshness_checks
 from optima_pipelines.assets.funnel import funnel_sync_job, funnel_sync_sweep, rnp_funnel_stats
 from optima_pipelines.assets.inventory import inventory_sync_job, inventory_sync_sweep, stocks
 from optima_pipelines.assets.news import kb_articles, news_sync_job
@@ -62,6 +63,7 @@ from optima_pipelines.sensors.catchup import cron_sweep_catchup_sensor
 from optima_pipelines.sensors.digitization import digitization_backfill_schedule, digitization_increment_sensor
 from optima_pipelines.sensors.example import cabinet_status_summary_schedule
 from optima_pipelines.sensors.finance import finance_sync_schedule
+from optima_pipelines.sensors.freshness import feed_freshness_sensor
 from optima_pipelines.sensors.funnel import funnel_sync_sensor
 from optima_pipelines.sensors.inventory import inventory_sync_schedule
 from optima_pipelines.sensors.news import news_sync_schedule
@@ -95,7 +97,7 @@ ASSETS = [
     # the house template
     cabinet_status_summary,
 ]
-ASSET_CHECKS = [rnp_daily_checks]
+ASSET_CHECKS = [rnp_daily_checks, feed_freshness_checks]
 # Asset jobs and op jobs: Dagster's name for the union of the two is not public.
 JOBS: list[Any] = [
     digitization_increment_job,
@@ -157,6 +159,7 @@ SENSORS = [
     funnel_sync_sensor,
     catalog_prices_sensor,
     wb_sync_resume_sensor,
+    feed_freshness_sensor,
     cron_sweep_catchup_sensor,
     rnp_reaggregate_sensor,
     account_busy_sensor,

@@ -192,7 +192,26 @@ def cadences() -> list[Cadence]:
         ),
         *_sync_cadences(scale),
         *_engine_cadences(scale),
+        _freshness_cadence(increment, scale),
     ]
+
+
+def _freshness_cadence(increment: int, scale: float) -> Cadence:
+    """The feeds' freshness checks (sensors/freshness.py): they tick at least twice the shortest feed
+    window (ads, the increment, prices), at most every minute, and evaluate each feed's check at most
+    once its own window (and when the feed turns stale or fresh)."""
+    shortest = min(increment, _scaled("ads_sync_sensor", 300, scale), _scaled("catalog_prices_sensor", 1800, scale))
+    tick = tick_seconds(shortest, most=60)
+    return Cadence(
+        "feed_freshness_sensor",
+        "-",
+        None,
+        "interval",
+        every(tick),
+        "the feeds' confirmations per cabinet (ops_feed_sync_totals): evaluates each feed's fresh_per_cabinet "
+        "check (no run), at most once a window of the feed",
+        interval_seconds=tick,
+    )
 
 
 def _sync_cadences(scale: float) -> list[Cadence]:

@@ -89,7 +89,9 @@ def test_promtool_finds_nothing_to_say_but_about_the_originals_names(
     originals = {name for name, original in documented_metrics().items() if original}
     assert complaints, "promtool said nothing, not even about the original's optima_queue_job_duration_ms"
     not_original = sorted(set(complaints) - originals)
-    assert not not_original, f"promtool check metrics complains about names that are not the original's:\n{result.stdout}"
+    assert not not_original, (
+        f"promtool check metrics complains about names that are not the original's:\n{result.stdout}"
+    )
 
 
 def test_the_docs_list_every_metric_the_scrape_exports(dagster_instance, warehouse_conn, database_url, settings):
