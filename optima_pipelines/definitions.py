@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from dagster import Definitions, EnvVar, in_process_executor
+from dagster import Definitions, EnvVar, Field, InitLoggerContext, in_process_executor, logger
 
 from optima_pipelines import logs
 from optima_pipelines.assets.ads import ad_campaign_stats, ad_campaigns, ads_sync_job, ads_sync_sweep
@@ -176,6 +177,16 @@ RESOURCES = {
     "wb": WbApi(warehouse=_warehouse),
 }
 
+
+@logger(
+    config_schema={"log_level": Field(str, default_value="INFO", is_required=False)},
+    description="Every run's log on stderr, once a line, in OPTIMA_LOG_FORMAT (text or json), with the run id, "
+    "job, queue and cabinet, tokens masked (optima_pipelines/logs.py).",
+)
+def console_logger(init_context: InitLoggerContext) -> logging.Logger:
+    return logs.console_logger_init(init_context.logger_config["log_level"])
+
+
 # One process per run: our jobs are one step each (an asset partition, or a sync op), and a step
 # subprocess would cost another ~1.5 s interpreter start per run (DESIGN.md §4.13).
 defs = Definitions(
@@ -186,4 +197,5 @@ defs = Definitions(
     sensors=SENSORS,
     resources=RESOURCES,
     executor=in_process_executor,
+    loggers={"console": console_logger},
 )

@@ -70,6 +70,9 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "OPTIMA_CODE_SERVER_FORKSERVER": "1: with OPTIMA_RUN_LAUNCHER=spawn, the code server forks the run workers from a forkserver that "
     "imported Dagster and the definitions once (issue 17's way (b), kept for bench/orchestration.py's comparison; "
     "OPTIMA_RUN_LAUNCHER=celery is the faster way). Default unset (spawn, Dagster's own).",
+    "OPTIMA_LOG_FORMAT": "How every process prints its log lines: text (one line with run_id= and cabinet=) or json "
+    "(one JSON object a line: time, level, logger, message, run_id, job, queue, cabinet, exc). Tokens are masked "
+    "in both. Default text.",
     "OPTIMA_AUTOMATIONS_STOPPED": "Sensors and schedules that start stopped in this deployment, comma-separated "
     "names or shell patterns (e.g. autobidder_*,repricer_sensor on a staging copy, so its engines never act on "
     "WB). An operator can still start them in the UI. A pattern that names nothing is an error. Default: none.",
@@ -212,6 +215,18 @@ def load_settings() -> Settings:
 
 
 RUN_LAUNCHERS = ("celery", "spawn")
+
+
+LOG_FORMATS = ("text", "json")
+
+
+def log_format(environ: Mapping[str, str] | None = None) -> str:
+    """OPTIMA_LOG_FORMAT, checked: ``text`` (the default) or ``json`` (read when logging is installed,
+    before any other setting: logs.install)."""
+    value = (os.environ if environ is None else environ).get("OPTIMA_LOG_FORMAT", "").strip().lower() or "text"
+    if value not in LOG_FORMATS:
+        raise ConfigError(f"OPTIMA_LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}, got {value!r}")
+    return value
 
 
 def run_launcher_choice(environ: Mapping[str, str] | None = None) -> str:

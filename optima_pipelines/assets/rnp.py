@@ -19,7 +19,7 @@ may cover a rectangle of cabinets × consecutive days (a partition range): the S
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -50,6 +50,7 @@ from psycopg import sql
 
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import OptimaError
+from optima_pipelines.ops.freshness import catching_up
 from optima_pipelines.ops.records import record_reaggregation
 from optima_pipelines.orchestration.dagster_internals import log_materializations
 from optima_pipelines.orchestration.queues import TAG_TRIGGER
@@ -624,8 +625,10 @@ def recompute_in_run(context: OpExecutionContext, warehouse: Warehouse, events: 
             )
         with warehouse.connect() as conn:
             covered = covered_days(list_partitions(conn, MART), [d for _, d in pairs])
-            rows = compare_with_feeds(conn, [p for p, ok in zip(pairs, covered, strict=True) if ok])
-        for outcome in evaluate_checks(rows, sorted(CHECK_METRICS)):
+            checked = [p for p, ok in zip(pairs, covered, strict=True) if ok]
+            rows = compare_with_feeds(conn, checked)
+            filling = catching_up(conn, [c for c, _ in checked], CHECK_SOURCES)
+        for outcome in evaluate_checks(rows, sorted(CHECK_METRICS), filling):
             # Dagster records an op's check evaluations (its type hints name only materializations).
             context.log_event(check_evaluation(outcome))  # type: ignore[arg-type]
     except Exception as exc:  # the sensor recomputes what is left stale
@@ -724,6 +727,9 @@ CHECK_METRICS: dict[str, tuple[tuple[str, ...], str]] = {
     "payout_matches_finance_lines": (("payout",), "wb_report_lines"),
 }
 _METRIC_COLUMNS = ("orders_count", "orders_sum", "ad_spend", "payout")
+#: The feeds the checks compare the mart with: while a cabinet's first load of one is not done, its
+#: pairs are stale (ops.freshness.catching_up).
+CHECK_SOURCES = ("wb_orders", "ad_campaign_stats", "wb_report_lines")
 
 
 def compare_with_feeds(conn: psycopg.Connection, pairs: Sequence[tuple[str, date]]) -> list[tuple]:
@@ -734,17 +740,23 @@ def compare_with_feeds(conn: psycopg.Connection, pairs: Sequence[tuple[str, date
         # Index probes per pair; compiling them (the plan of 1,000 cabinets × 2 days costs above
         # jit_above_cost) took 2.4 s of a 3.5-s statement.
         conn.execute("SET LOCAL jit = off")
-        return conn.execute(
+        rows = conn.execute(
             statement("rnp_checks"),
             {"cabinets": [c for c, _ in ordered], "days": [d for _, d in ordered], "tables": list(TABLES)},
         ).fetchall()
+    return rows
 
 
-def evaluate_checks(rows: Sequence[tuple], check_names: Sequence[str]) -> list[CheckOutcome]:
-    """The outcome of each check for each compared row (as returned by compare_with_feeds)."""
+def evaluate_checks(
+    rows: Sequence[tuple], check_names: Sequence[str], filling: Collection[str] = frozenset()
+) -> list[CheckOutcome]:
+    """The outcome of each check for each compared row (as returned by compare_with_feeds). The
+    pairs of ``filling`` cabinets (still on a feed's first load: ``ops.freshness.catching_up``) are
+    stale too: a mismatch there is a warning, never an error."""
     outcomes = []
     for row in rows:
-        cabinet_id, day, stale = row[0], row[1], row[2]
+        cabinet_id, day, behind = row[0], row[1], bool(row[2])
+        stale = behind or cabinet_id in filling
         pairs = dict(zip(_METRIC_COLUMNS, zip(row[3::2], row[4::2], strict=True), strict=True))
         for name in check_names:
             metrics, source = CHECK_METRICS[name]
@@ -758,8 +770,10 @@ def evaluate_checks(rows: Sequence[tuple], check_names: Sequence[str]) -> list[C
                     "; ".join(f"{m}: rnp_daily has {pairs[m][0]}, {source} has {pairs[m][1]}" for m in mismatches)
                     + f" (cabinet {cabinet_id}, day {day.isoformat()})"
                 )
-                if stale:
+                if behind:
                     description += "; the feeds changed after its last recompute: a re-aggregation is due"
+                elif stale:
+                    description += "; the cabinet's feeds are still on their first load: the mart is catching up"
             else:
                 description = ", ".join(f"{m} {pairs[m][0]}" for m in metrics) + f" match {source}"
             outcomes.append(CheckOutcome(name, cabinet_id, day, not mismatches, stale, description, metadata))
@@ -813,11 +827,12 @@ def rnp_daily_checks(context: AssetCheckExecutionContext, warehouse: Warehouse) 
         covered = covered_days(list_partitions(conn, MART), [d for _, d in pairs])
         checked = [p for p, ok in zip(pairs, covered, strict=True) if ok]
         rows = compare_with_feeds(conn, checked)
+        filling = catching_up(conn, [c for c, _ in checked], CHECK_SOURCES)
     if len(checked) < len(pairs):
         # Their rows were dropped by design; comparing them with the feeds would only ever fail.
         context.log.info(f"{len(pairs) - len(checked)} partitions have no rnp_daily table partition: not checked")
     names = sorted(k.name for k in context.selected_asset_check_keys)
-    for outcome in evaluate_checks(rows, names):
+    for outcome in evaluate_checks(rows, names, filling):
         yield check_evaluation(outcome)
 
 

@@ -192,3 +192,13 @@ def read_freshness(
     for feed, (watched, stale_count, oldest) in counts.items():
         out[feed] = FeedFreshness(feed, allowances[feed], watched, stale_count, max(0.0, oldest), stale[feed])
     return [out[f.feed] for f in feeds]
+
+
+def catching_up(conn: psycopg.Connection, cabinets: list[str], feeds: tuple[str, ...]) -> set[str]:
+    """The cabinets among ``cabinets`` whose first load of one of ``feeds`` has not finished: what the
+    mart holds of them is still filling, so a mismatch of its checks is the mart catching up, not a
+    wrong figure (assets/rnp.py says stale, a warning)."""
+    if not cabinets:
+        return set()
+    rows = conn.execute(load("catching_up"), {"cabinets": sorted(set(cabinets)), "feeds": list(feeds)}).fetchall()
+    return {r[0] for r in rows}

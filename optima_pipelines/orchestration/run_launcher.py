@@ -371,6 +371,11 @@ def _instance() -> DagsterInstance:
     return _worker_instance
 
 
+class RunNotSucceeded(Exception):
+    """A run this worker executed ended failed or canceled: the task fails with it (Celery must not
+    say "succeeded" for a failed run; run monitoring reads the task's state)."""
+
+
 def execute_run(run_id: str) -> int:
     """Execute one run in this process, interrupting it while it is asked to stop.
 
@@ -405,11 +410,15 @@ def execute_run(run_id: str) -> int:
     with interrupts_captured():
         watcher.start()
         try:
-            return execute_run_in_this_process(instance, run_id)
+            code = execute_run_in_this_process(instance, run_id)
         finally:
             with lock:
                 done.set()
             watcher.join(5)
+    run = instance.get_run_by_id(run_id)
+    if run is not None and run.status != DagsterRunStatus.SUCCESS:
+        raise RunNotSucceeded(f"run {run_id} of {run.job_name} ended {run.status.value}")
+    return code
 
 
 def preload() -> None:
@@ -453,9 +462,17 @@ def _take_runs_only_when_free() -> type:
 def make_worker_app() -> Celery:
     from celery import signals
 
+    from optima_pipelines import logs
+
     app = make_celery_app()
+    # What a run prints keeps its level: Celery would log every line written to stderr as a WARNING.
+    app.conf.worker_redirect_stdouts = False
     app.steps["consumer"].add(_take_runs_only_when_free())
-    app.task(name=TASK_EXECUTE_RUN, bind=False, track_started=True)(execute_run)
+    # A failed run fails its task ("raised expected", not "succeeded"); Dagster's run log has the error.
+    app.task(name=TASK_EXECUTE_RUN, bind=False, track_started=True, throws=(RunNotSucceeded,))(execute_run)
+    # Celery's own lines through the same handler as ours (OPTIMA_LOG_FORMAT), and ours once: with a
+    # receiver here Celery installs no root handler of its own.
+    signals.setup_logging.connect(lambda **_kwargs: logs.configure_root(), weak=False)
     signals.worker_init.connect(lambda **_kwargs: preload(), weak=False)
     # Each forked process opens its instance (dagster.yaml, the storage and its pool) before its
     # first run, not while a run waits for it.

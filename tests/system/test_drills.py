@@ -64,6 +64,7 @@ def drill(stack_factory):  # type: ignore[no-untyped-def]
         time_scale=TIME_SCALE,
         extra_env={
             "OPTIMA_CADENCE_SCALE": SCALE,
+            "OPTIMA_LOG_FORMAT": "json",
             **only_automations(
                 "cabinet_partitions_sensor", "ads_sync_sensor", "wb_sync_resume_sensor", "feed_freshness_sensor"
             ),
@@ -166,26 +167,73 @@ def firing_alerts(text: str, tmp: Path) -> dict[str, list[dict[str, str]]]:
 
 
 def screenshot_checks(dep, path: Path) -> None:
-    """The UI's Checks tab of the feed, in headless Chromium, as docs/operations.md shows it."""
+    """The feed's check in the UI, in headless Chromium, as docs/operations.md shows it: its latest
+    evaluation naming the penalized cabinet."""
     from playwright.sync_api import expect, sync_playwright
 
     from tests.system.test_ui_browser import CHROMIUM, CHROMIUM_ARGS, dismiss_welcome
 
     assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)"
+    path.parent.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
             page.set_default_timeout(60_000)
-            page.goto(f"{dep.url}/assets/{FEED}?view=checks")
+            page.goto(f"{dep.url}/assets/{FEED}?view=checks&checkDetail=fresh_per_cabinet")
             dismiss_welcome(page)
-            expect(page.get_by_text("fresh_per_cabinet").first).to_be_visible()
-            page.get_by_text("fresh_per_cabinet").first.click()
-            expect(page.get_by_text(PENALIZED).first).to_be_visible()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=path)
+            try:
+                expect(page.get_by_text(PENALIZED).first).to_be_visible()
+            finally:
+                page.screenshot(path=path)
         finally:
             browser.close()
+
+
+def json_lines(log: str) -> list[dict]:
+    """The JSON lines of the deployment's output (OPTIMA_LOG_FORMAT=json); Dagster's own processes
+    print other lines too."""
+    out = []
+    for line in log.splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+def test_run_workers_log_each_line_once_in_json_and_a_failed_run_as_a_failure(drill):
+    """In the run workers: each line of a run once, as one JSON object with run id, job, queue and
+    cabinet; a failed run's error at ERROR, and its Celery task not "succeeded"."""
+    from optima_pipelines.orchestration.runconfig import cabinet_run_config
+    from tests.system.test_concurrency import launch_run
+
+    stack, dep = drill, drill.dev
+    wait_for(lambda: len(confirmed(stack, (HEALTHY,))) == 1, "a sweep of the ads", timeout=240, dep=dep)
+    failed = launch_run(dep, "ads_sync", cabinet_run_config("ads_sync", "ghost-shop"))
+    assert dep.wait_for_run(failed) == "FAILURE"
+    lines = wait_for(
+        lambda: (ls := json_lines(dep.log())) and any(failed in str(e.get("message")) for e in ls) and ls,
+        "the run worker's line about the failed run",
+        timeout=60,
+        dep=dep,
+    )
+    # A sweep's line about one cabinet: once, with its run, job, queue and cabinet.
+    swept = [e for e in lines if f"ads_sync of {HEALTHY}: succeeded" in e["message"]]
+    assert swept, "no sweep line about the healthy cabinet"
+    first = swept[0]
+    assert (first["job"], first["queue"], first["cabinet"]) == ("ads_sync_sweep", "rnp-ads-sync", HEALTHY), first
+    assert len([e for e in swept if e["run_id"] == first["run_id"]]) == 1, swept
+    # The failed run: its step failure once, at ERROR, with its job and queue; Celery's task failed.
+    failures = [e for e in lines if e["run_id"] == failed and "STEP_FAILURE" in e["message"]]
+    assert len(failures) == 1, failures
+    assert (failures[0]["level"], failures[0]["job"], failures[0]["queue"]) == ("ERROR", "ads_sync", "rnp-ads-sync")
+    assert "ghost-shop" in failures[0]["message"]
+    celery = [e for e in lines if f"run {failed} of ads_sync ended FAILURE" in e["message"]]
+    assert len(celery) == 1 and "raised expected" in celery[0]["message"], celery
+    assert not any("succeeded" in e["message"] and failed in e["message"] for e in lines)
+    assert not any(e["level"] == "WARNING" and "STEP_FAILURE" in e["message"] for e in lines)
 
 
 def test_a_penalized_and_a_revoked_cabinet_are_named_with_their_cause_then_clear(drill, tmp_path):
