@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from dagster import Definitions, EnvVar, Field, InitLoggerContext, in_process_executor, logger
+from dagster import Definitions, EnvVar, in_process_executor
 
 from optima_pipelines import logs
 from optima_pipelines.assets.ads import ad_campaign_stats, ad_campaigns, ads_sync_job, ads_sync_sweep
@@ -50,7 +49,7 @@ from optima_pipelines.jobs.partition_manager import partition_manager_job, parti
 from optima_pipelines.jobs.pricing_bulk import pricing_bulk_job
 from optima_pipelines.jobs.repricer import repricer_job, repricer_sweep_job
 from optima_pipelines.ops.retention import prune_runs_job, prune_runs_schedule
-from optima_pipelines.orchestration.dagster_internals import enable_event_batches
+from optima_pipelines.orchestration.dagster_internals import enable_event_batches, print_run_logs_our_way
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sensors.abtests import ab_test_metrics_schedule
@@ -80,6 +79,8 @@ logs.install()
 # Every process that executes runs loads these definitions: its steps' materializations are stored in
 # batches (dagster_internals.EVENT_BATCH_SIZE) unless DAGSTER_EVENT_BATCH_SIZE says otherwise.
 enable_event_batches()
+# Every run's log printed once a line, in OPTIMA_LOG_FORMAT, with its run id, job, queue and cabinet.
+print_run_logs_our_way()
 
 ASSETS = [
     # WB feeds
@@ -178,15 +179,6 @@ RESOURCES = {
 }
 
 
-@logger(
-    config_schema={"log_level": Field(str, default_value="INFO", is_required=False)},
-    description="Every run's log on stderr, once a line, in OPTIMA_LOG_FORMAT (text or json), with the run id, "
-    "job, queue and cabinet, tokens masked (optima_pipelines/logs.py).",
-)
-def console_logger(init_context: InitLoggerContext) -> logging.Logger:
-    return logs.console_logger_init(init_context.logger_config["log_level"])
-
-
 # One process per run: our jobs are one step each (an asset partition, or a sync op), and a step
 # subprocess would cost another ~1.5 s interpreter start per run (DESIGN.md §4.13).
 defs = Definitions(
@@ -197,5 +189,4 @@ defs = Definitions(
     sensors=SENSORS,
     resources=RESOURCES,
     executor=in_process_executor,
-    loggers={"console": console_logger},
 )

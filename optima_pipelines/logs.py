@@ -20,9 +20,9 @@ in a run also carry its ``job`` and ``queue``.
 **One line per event, in one format** (``OPTIMA_LOG_FORMAT``: ``text`` or ``json``, one JSON object a
 line with run id, job, queue and cabinet). While a run's step executes, Dagster captures our
 loggers' lines (dagster.yaml's ``managed_python_loggers``) into its run log, and its console logger
-prints them: our own handler then stays silent. The deployment's console logger for every job is
-``console_logger_init`` (definitions.py's ``console_logger``): Dagster's events, ``context.log`` and
-the captured lines, once each, in the same format, with the run's job, queue and cabinet. Our
+prints them: our own handler then stays silent. That console logger is ``console_logger_init`` in
+every run (``dagster_internals.print_run_logs_our_way``): Dagster's events, ``context.log`` and the
+captured lines, once each, in the same format, with the run's job, queue and cabinet. Our
 loggers do not propagate in a run worker, whose root handler (``configure_root``: Celery's lines)
 would print them again.
 """
@@ -243,9 +243,9 @@ def handler() -> logging.Handler:
 
 def _dagster_captures() -> bool:
     """Whether a run's step is capturing our loggers' lines now (Dagster's console logger prints them)."""
-    from dagster._core.log_manager import DagsterLogHandler
+    from optima_pipelines.orchestration.dagster_internals import step_captures_python_logs
 
-    return any(isinstance(h, DagsterLogHandler) for h in logging.getLogger(ROOT_LOGGER).handlers)
+    return step_captures_python_logs(ROOT_LOGGER)
 
 
 class _NotCaptured(logging.Filter):
@@ -306,7 +306,7 @@ class _FromRunLog(logging.Filter):
 
 
 def console_logger_init(level: str | int = "INFO") -> logging.Logger:
-    """The python logger behind the deployment's console logger (definitions.py): Dagster's events,
+    """The python logger of every run's console (dagster_internals.print_run_logs_our_way): Dagster's events,
     ``context.log`` and the lines it captured from our loggers, each printed once, in
     OPTIMA_LOG_FORMAT, with the run id, job, queue and cabinet."""
     logger = logging.Logger("dagster", level)  # outside the hierarchy: never propagates
