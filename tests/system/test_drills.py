@@ -18,6 +18,7 @@ freshness checks tick every 10 s. Three cabinets sync their ads; then
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -171,7 +172,7 @@ def screenshot_checks(dep, path: Path) -> None:
     evaluation naming the penalized cabinet."""
     from playwright.sync_api import expect, sync_playwright
 
-    from tests.system.test_ui_browser import CHROMIUM, CHROMIUM_ARGS, dismiss_welcome
+    from tests.system.test_ui_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, dismiss_welcome
 
     assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -181,8 +182,9 @@ def screenshot_checks(dep, path: Path) -> None:
             page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
             page.set_default_timeout(60_000)
             page.goto(f"{dep.url}/assets/{FEED}?view=checks&checkDetail=fresh_per_cabinet")
+            shot = ARTIFACTS / path.name
             try:
-                expect(page.get_by_text(PENALIZED).first).to_be_visible()
+                expect(page.get_by_text(PENALIZED).first).to_be_visible(timeout=60_000)
                 # A fresh instance greets its first visitor with a dialog, a moment after the page.
                 welcome = page.get_by_text("Join the Dagster community")
                 try:
@@ -190,9 +192,11 @@ def screenshot_checks(dep, path: Path) -> None:
                 except Exception:  # not shown: nothing to dismiss
                     pass
                 dismiss_welcome(page)
-                expect(welcome).to_be_hidden()
+                expect(welcome).to_be_hidden(timeout=30_000)
             finally:
-                page.screenshot(path=path)
+                ARTIFACTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=shot)  # what the browser showed, also when it failed
+            shutil.copyfile(shot, path)  # docs/img only gets a screenshot of the stale cabinet
         finally:
             browser.close()
 
