@@ -33,6 +33,7 @@ from optima_pipelines.assets.finance import (
     finance_sync_sweep,
     wb_report_lines,
 )
+from optima_pipelines.assets.freshness import feed_freshness_checks
 from optima_pipelines.assets.funnel import funnel_sync_job, funnel_sync_sweep, rnp_funnel_stats
 from optima_pipelines.assets.inventory import inventory_sync_job, inventory_sync_sweep, stocks
 from optima_pipelines.assets.news import kb_articles, news_sync_job
@@ -49,7 +50,7 @@ from optima_pipelines.jobs.partition_manager import partition_manager_job, parti
 from optima_pipelines.jobs.pricing_bulk import pricing_bulk_job
 from optima_pipelines.jobs.repricer import repricer_job, repricer_sweep_job
 from optima_pipelines.operations.retention import prune_runs_job, prune_runs_schedule
-from optima_pipelines.orchestration.dagster_internals import enable_event_batches
+from optima_pipelines.orchestration.dagster_internals import enable_event_batches, print_run_logs_our_way
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sensors.abtests import ab_test_metrics_schedule
@@ -63,6 +64,7 @@ from optima_pipelines.sensors.catchup import cron_sweep_catchup_sensor
 from optima_pipelines.sensors.digitization import digitization_backfill_schedule, digitization_increment_sensor
 from optima_pipelines.sensors.example import cabinet_status_summary_schedule
 from optima_pipelines.sensors.finance import finance_sync_schedule
+from optima_pipelines.sensors.freshness import feed_freshness_sensor
 from optima_pipelines.sensors.funnel import funnel_sync_sensor
 from optima_pipelines.sensors.inventory import inventory_sync_schedule
 from optima_pipelines.sensors.news import news_sync_schedule
@@ -78,6 +80,8 @@ logs.install()
 # Every process that executes runs loads these definitions: its steps' materializations are stored in
 # batches (dagster_internals.EVENT_BATCH_SIZE) unless DAGSTER_EVENT_BATCH_SIZE says otherwise.
 enable_event_batches()
+# Every run's log printed once a line, in OPTIMA_LOG_FORMAT, with its run id, job, queue and cabinet.
+print_run_logs_our_way()
 
 ASSETS = [
     # WB feeds
@@ -96,7 +100,7 @@ ASSETS = [
     # the house template
     cabinet_status_summary,
 ]
-ASSET_CHECKS = [rnp_daily_checks]
+ASSET_CHECKS = [rnp_daily_checks, feed_freshness_checks]
 # Asset jobs and op jobs: Dagster's name for the union of the two is not public.
 JOBS: list[Any] = [
     digitization_increment_job,
@@ -159,6 +163,7 @@ SENSORS = [
     funnel_sync_sensor,
     catalog_prices_sensor,
     wb_sync_resume_sensor,
+    feed_freshness_sensor,
     cron_sweep_catchup_sensor,
     rnp_reaggregate_sensor,
     account_busy_sensor,
@@ -174,6 +179,7 @@ RESOURCES = {
     "warehouse": _warehouse,
     "wb": WbApi(warehouse=_warehouse),
 }
+
 
 # One process per run: our jobs are one step each (an asset partition, or a sync op), and a step
 # subprocess would cost another ~1.5 s interpreter start per run (DESIGN.md §4.13).

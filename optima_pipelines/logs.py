@@ -14,16 +14,28 @@ every CLI process call it):
   the run's event log) included.
 
 Both live in a ``logging`` record factory rather than in a handler's filter: a filter only sees
-records that reach the handler it sits on, and Dagster attaches handlers of its own.
+records that reach the handler it sits on, and Dagster attaches handlers of its own. Records made
+in a run also carry its ``job`` and ``queue``.
+
+**One line per event, in one format** (``OPTIMA_LOG_FORMAT``: ``text`` or ``json``, one JSON object a
+line with run id, job, queue and cabinet). While a run's step executes, Dagster captures our
+loggers' lines (dagster.yaml's ``managed_python_loggers``) into its run log, and its console logger
+prints them: our own handler then stays silent. That console logger is ``console_logger_init`` in
+every run (``dagster_internals.print_run_logs_our_way``): Dagster's events, ``context.log`` and the
+captured lines, once each, in the same format, with the run's job, queue and cabinet. Our
+loggers do not propagate in a run worker, whose root handler (``configure_root``: Celery's lines)
+would print them again.
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 import re
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -36,6 +48,9 @@ MASK = "<redacted>"
 #: WB tokens are JWTs: three base64url segments, the first one a JSON header ("eyJ" = '{"').
 JWT_RE = re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
 
+#: Runs seen by this process: run id -> (job, queue), for lines of a run's other threads (a sweep's).
+_runs: dict[str, tuple[str | None, str | None]] = {}
+_MAX_RUNS = 1000
 _run_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("optima_run_id", default=None)
 _cabinet: contextvars.ContextVar[str | None] = contextvars.ContextVar("optima_cabinet", default=None)
 _secrets: set[str] = set()
@@ -117,6 +132,12 @@ def _from_context(context: Any) -> tuple[str | None, str | None]:
         tags = dict(context.run.tags)
     except Exception:
         tags = {}
+    if run_id and run_id not in _runs:
+        from optima_pipelines.orchestration.queues import TAG_QUEUE
+
+        if len(_runs) >= _MAX_RUNS:
+            _runs.clear()
+        _runs[run_id] = (getattr(context, "job_name", None), tags.get(TAG_QUEUE))
     return run_id, cabinet_of(partition_key, tags)
 
 
@@ -163,7 +184,7 @@ def _wrap_factory(previous: Any) -> Any:
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = previous(*args, **kwargs)
         if getattr(_in_factory, "active", False):
-            record.run_id, record.cabinet = UNKNOWN, UNKNOWN
+            record.run_id, record.cabinet, record.job, record.queue = UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN
             return record
         _in_factory.active = True
         try:
@@ -173,6 +194,8 @@ def _wrap_factory(previous: Any) -> Any:
                 cabinet = cabinet or derived
             record.run_id = run_id or UNKNOWN
             record.cabinet = cabinet or UNKNOWN
+            job, queue = _runs.get(run_id, (None, None)) if run_id else (None, None)
+            record.job, record.queue = job or UNKNOWN, queue or UNKNOWN
             _scrub(record)
         finally:
             _in_factory.active = False
@@ -182,8 +205,57 @@ def _wrap_factory(previous: Any) -> Any:
     return factory
 
 
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, message, run_id, job, queue, cabinet (and exc)."""
+
+    converter = time.gmtime  # type: ignore[assignment]
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": redact(record.getMessage()),
+        }
+        for key in ("run_id", "job", "queue", "cabinet"):
+            line[key] = getattr(record, key, UNKNOWN)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line["exc"] = redact(record.exc_text)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+def formatter() -> logging.Formatter:
+    """The formatter OPTIMA_LOG_FORMAT names (settings.log_format)."""
+    from optima_pipelines.settings import log_format
+
+    return JsonFormatter() if log_format() == "json" else logging.Formatter(LINE_FORMAT)
+
+
+def handler() -> logging.Handler:
+    """The one stderr handler of this process's log lines, in OPTIMA_LOG_FORMAT."""
+    out = logging.StreamHandler(sys.stderr)
+    out.setFormatter(formatter())
+    out.optima = True  # type: ignore[attr-defined]
+    return out
+
+
+def _dagster_captures() -> bool:
+    """Whether a run's step is capturing our loggers' lines now (Dagster's console logger prints them)."""
+    from optima_pipelines.orchestration.dagster_internals import step_captures_python_logs
+
+    return step_captures_python_logs(ROOT_LOGGER)
+
+
+class _NotCaptured(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _dagster_captures()
+
+
 def install(level: int = logging.INFO) -> None:
-    """Install correlation and redaction for this process, and print our loggers' lines to stderr. Idempotent."""
+    """Install correlation and redaction for this process, and print our loggers' lines to stderr,
+    once each, in OPTIMA_LOG_FORMAT. Idempotent."""
     global _installed
     if _installed:
         return
@@ -192,13 +264,56 @@ def install(level: int = logging.INFO) -> None:
         logging.setLogRecordFactory(_wrap_factory(current))
     logger = logging.getLogger(ROOT_LOGGER)
     if not any(getattr(h, "optima", False) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(LINE_FORMAT))
-        handler.optima = True  # type: ignore[attr-defined]
-        logger.addHandler(handler)
+        ours = handler()
+        ours.addFilter(_NotCaptured())
+        logger.addHandler(ours)
     if logger.level == logging.NOTSET:
         logger.setLevel(level)
     _installed = True
+
+
+def configure_root(level: int = logging.INFO) -> None:
+    """A process whose other libraries log too (a Celery run worker): the root logger prints through
+    the same handler, and our lines, printed by their own, no longer propagate to it (twice)."""
+    install(level)
+    root = logging.getLogger()
+    root.handlers = [h for h in root.handlers if not getattr(h, "optima", False)] + [handler()]
+    root.setLevel(level)
+    logging.getLogger(ROOT_LOGGER).propagate = False
+
+
+class _FromRunLog(logging.Filter):
+    """A line of Dagster's run log as ours: its own message (not Dagster's "job - run - step - ..."
+    prefix), and the run id, job, queue and cabinet from the run it belongs to."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from optima_pipelines.orchestration.queues import TAG_QUEUE
+
+        meta = getattr(record, "dagster_meta", None)
+        if not isinstance(meta, Mapping):
+            return True
+        event = meta.get("dagster_event")
+        kind = getattr(getattr(event, "event_type", None), "value", None)
+        parts = [meta.get("step_key"), kind, meta.get("orig_message")]
+        record.msg, record.args = redact(" - ".join(str(p) for p in parts if p)), None
+        tags = meta.get("job_tags") or {}
+        record.run_id = meta.get("run_id") or getattr(record, "run_id", UNKNOWN)
+        record.job = meta.get("job_name") or UNKNOWN
+        record.queue = tags.get(TAG_QUEUE, UNKNOWN)
+        if getattr(record, "cabinet", UNKNOWN) == UNKNOWN:
+            record.cabinet = cabinet_of(None, tags) or UNKNOWN
+        return True
+
+
+def console_logger_init(level: str | int = "INFO") -> logging.Logger:
+    """The python logger of every run's console (dagster_internals.print_run_logs_our_way): Dagster's events,
+    ``context.log`` and the lines it captured from our loggers, each printed once, in
+    OPTIMA_LOG_FORMAT, with the run id, job, queue and cabinet."""
+    logger = logging.Logger("dagster", level)  # outside the hierarchy: never propagates
+    out = handler()
+    out.addFilter(_FromRunLog())
+    logger.addHandler(out)
+    return logger
 
 
 def get_logger(name: str) -> logging.Logger:

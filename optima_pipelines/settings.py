@@ -162,6 +162,11 @@ ENVIRONMENT_VARIABLES: dict[str, EnvironmentVariable] = {
         "Months of `rnp_daily` and its rollups kept before the current month: the weekly partition-manager drops "
         "older table partitions (at least 3: the nightly merge heals the last 90 days).",
     ),
+    "OPTIMA_LOG_FORMAT": EnvironmentVariable(
+        "text",
+        "How every process prints its log lines: `text` (one line with `run_id=` and `cabinet=`) or `json` (one JSON "
+        "object a line: time, level, logger, message, run_id, job, queue, cabinet, exc). Tokens are masked in both.",
+    ),
     "OPTIMA_AUTOMATIONS_STOPPED": EnvironmentVariable(
         None,
         "Sensors and schedules that start stopped in this deployment: comma-separated names or shell patterns, "
@@ -441,6 +446,18 @@ def _landing_url(state_dir: Path) -> str | None:
 
 
 RUN_LAUNCHERS = ("celery", "spawn")
+
+
+LOG_FORMATS = ("text", "json")
+
+
+def log_format(environ: Mapping[str, str] | None = None) -> str:
+    """OPTIMA_LOG_FORMAT, checked: ``text`` (the default) or ``json`` (read when logging is installed,
+    before any other setting: logs.install)."""
+    value = (os.environ if environ is None else environ).get("OPTIMA_LOG_FORMAT", "").strip().lower() or "text"
+    if value not in LOG_FORMATS:
+        raise ConfigError(f"OPTIMA_LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}, got {value!r}")
+    return value
 
 
 def run_launcher_choice(environ: Mapping[str, str] | None = None) -> str:

@@ -44,9 +44,16 @@ from optima_pipelines.changes import FeedChange
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.landing.store import process_landing
 from optima_pipelines.landing.totals import WbSaid, last_said
-from optima_pipelines.mart.checks import CHECK_METRICS, CheckOutcome, compare_covered_with_feeds, evaluate_checks
+from optima_pipelines.mart.checks import (
+    CHECK_METRICS,
+    CHECK_SOURCES,
+    CheckOutcome,
+    compare_covered_with_feeds,
+    evaluate_checks,
+)
 from optima_pipelines.mart.plan import FEED_ROLLUP, MART, ROLLUPS, demands_from_changes
 from optima_pipelines.mart.recompute import TABLES, RecomputeStats, recompute_tables
+from optima_pipelines.operations.freshness import catching_up
 from optima_pipelines.operations.records import record_reaggregation
 from optima_pipelines.orchestration.dagster_internals import log_materializations
 from optima_pipelines.orchestration.queues import TAG_TRIGGER
@@ -163,8 +170,9 @@ def recompute_in_run(context: OpExecutionContext, warehouse: Warehouse, changes:
                 ],
             )
         with warehouse.connect() as conn:
-            _, rows = compare_covered_with_feeds(conn, pairs)
-        for outcome in evaluate_checks(rows, sorted(CHECK_METRICS)):
+            checked, rows = compare_covered_with_feeds(conn, pairs)
+            filling = catching_up(conn, [c for c, _ in checked], CHECK_SOURCES)
+        for outcome in evaluate_checks(rows, sorted(CHECK_METRICS), filling):
             # Dagster records an op's check evaluations (its type hints name only materializations).
             context.log_event(check_evaluation(outcome))  # type: ignore[arg-type]
     except Exception as exc:  # the sensor recomputes what is left stale
@@ -289,11 +297,12 @@ def rnp_daily_checks(context: AssetCheckExecutionContext, warehouse: Warehouse) 
     pairs = _run_pairs(context)
     with warehouse.connect() as conn:
         checked, rows = compare_covered_with_feeds(conn, pairs)
+        filling = catching_up(conn, [c for c, _ in checked], CHECK_SOURCES)
     if len(checked) < len(pairs):
         # Their rows were dropped by design; comparing them with the feeds would only ever fail.
         context.log.info(f"{len(pairs) - len(checked)} partitions have no rnp_daily table partition: not checked")
     names = sorted(k.name for k in context.selected_asset_check_keys)
-    outcomes = evaluate_checks(rows, names)
+    outcomes = evaluate_checks(rows, names, filling)
     landing = process_landing()
     if landing is not None and len(checked) <= WB_SAID_MAX_PAIRS:
         with warehouse.connect() as conn:

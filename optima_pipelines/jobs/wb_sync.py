@@ -561,7 +561,8 @@ def drive_sweep(
                 line += f" ({outcome.reason})"
             if figures:
                 line += f": {figures}"
-            (context.log.error if outcome.systemic else context.log.info)(line)
+            with logs.bind(cabinet=outcome.cabinet_id):  # the line's cabinet field, in either log format
+                (context.log.error if outcome.systemic else context.log.info)(line)
             if outcome.systemic:
                 systemic.append(outcome)
             if time.monotonic() - last_emit >= EMIT_EVERY:

@@ -5,7 +5,7 @@ checks of assets/rnp.py turn the outcomes into Dagster's evaluations.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
@@ -37,6 +37,9 @@ CHECK_METRICS: dict[str, tuple[tuple[str, ...], str]] = {
     "payout_matches_finance_lines": (("payout",), "wb_report_lines"),
 }
 _METRIC_COLUMNS = ("orders_count", "orders_sum", "ad_spend", "payout")
+#: The feeds the checks compare the mart with: while a cabinet's first load of one is not done, its
+#: pairs are stale (operations.freshness.catching_up).
+CHECK_SOURCES = ("wb_orders", "ad_campaign_stats", "wb_report_lines")
 
 
 def compare_with_feeds(conn: psycopg.Connection, pairs: Sequence[tuple[str, date]]) -> list[tuple]:
@@ -63,11 +66,16 @@ def compare_covered_with_feeds(
     return checked, compare_with_feeds(conn, checked)
 
 
-def evaluate_checks(rows: Sequence[tuple], check_names: Sequence[str]) -> list[CheckOutcome]:
-    """The outcome of each check for each compared row (as returned by compare_with_feeds)."""
+def evaluate_checks(
+    rows: Sequence[tuple], check_names: Sequence[str], filling: Collection[str] = frozenset()
+) -> list[CheckOutcome]:
+    """The outcome of each check for each compared row (as returned by compare_with_feeds). The
+    pairs of ``filling`` cabinets (still on a feed's first load: ``operations.freshness.catching_up``)
+    are stale too: a mismatch there is a warning, never an error."""
     outcomes = []
     for row in rows:
-        cabinet_id, day, stale = row[0], row[1], row[2]
+        cabinet_id, day, behind = row[0], row[1], bool(row[2])
+        stale = behind or cabinet_id in filling
         pairs = dict(zip(_METRIC_COLUMNS, zip(row[3::2], row[4::2], strict=True), strict=True))
         for name in check_names:
             metrics, source = CHECK_METRICS[name]
@@ -81,8 +89,10 @@ def evaluate_checks(rows: Sequence[tuple], check_names: Sequence[str]) -> list[C
                     "; ".join(f"{m}: rnp_daily has {pairs[m][0]}, {source} has {pairs[m][1]}" for m in mismatches)
                     + f" (cabinet {cabinet_id}, day {day.isoformat()})"
                 )
-                if stale:
+                if behind:
                     description += "; the feeds changed after its last recompute: a re-aggregation is due"
+                elif stale:
+                    description += "; the cabinet's feeds are still on their first load: the mart is catching up"
             else:
                 description = ", ".join(f"{m} {pairs[m][0]}" for m in metrics) + f" match {source}"
             outcomes.append(CheckOutcome(name, cabinet_id, day, not mismatches, stale, description, metadata))

@@ -8,13 +8,20 @@ of which scans the run history:
   no way to group by a tag (the bench compares both). Queries use Dagster's own indexes
   (``idx_run_status``, ``idx_run_range``, ``idx_run_tags``) and only touch queued/running runs and
   those that finished in the last 24 hours.
-- Feed sync and re-aggregation figures come from the totals tables that ``ops.records`` keeps (one
+- Feed sync and re-aggregation figures come from the totals tables that ``operations.records`` keeps (one
   row per (feed, cabinet)), so counters are exact and monotonic.
 - Run durations feed a real histogram: each scrape reads only the runs that finished since the
   previous one.
 
-No metric has a cabinet label: with hundreds of cabinets that would multiply every series. Per
-cabinet detail is in ``ops_feed_syncs`` / ``ops_reaggregations`` and the Dagster UI.
+No metric has a cabinet label but one: ``optima_feed_stale_cabinet_age_seconds`` names the
+``freshness.TOP`` stalest cabinets of each feed, so its series stay bounded whatever the number of
+cabinets (at most TOP x feeds). Other per cabinet detail is in ``ops_feed_syncs`` /
+``ops_reaggregations``, the feeds' freshness checks and the Dagster UI.
+
+Names: the original's families keep their names (``optima_queue_jobs``, ``optima_queue_job_duration_ms``,
+``optima_reaggregate_*``, ``optima_rnp_sync_*``, ``optima_digitization_feed_sync_*`` and the
+``optima_feed_sync_*`` of the other feeds, which mirror them); new names follow Prometheus' conventions
+(``promtool check metrics`` finds nothing else to say: tests/dagster/test_prometheus.py).
 
 Extending: add a query under ``operations/sql/`` and a ``_collect_*`` method; keep it indexed and bounded.
 """
@@ -45,6 +52,7 @@ from psycopg import sql
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.operations import workers
+from optima_pipelines.operations.freshness import CAUSES, WATCHED_FEEDS, read_freshness
 from optima_pipelines.operations.records import METRIC_FAMILIES, metric_family
 from optima_pipelines.orchestration.queues import (
     ASSET_QUEUES,
@@ -148,6 +156,8 @@ class OptimaCollector(Collector):
                 if self._run_workers:
                     families += self._collect_run_workers(conn)
                 families += self._collect_rejected_rows(conn)
+                families += self._collect_freshness(conn)
+                families += self._collect_dead_letter(conn)
             except Exception as exc:
                 # Never a half-read scrape that looks like "all zero": report the failure instead.
                 logger.warning("metrics scrape failed: %s: %s", exc.__class__.__name__, exc)
@@ -200,7 +210,17 @@ class OptimaCollector(Collector):
             skips[(queue, reason)] = n
         for (queue, reason), n in sorted(skips.items()):
             skipped.add_metric([queue, reason], n)
-        return [jobs, oldest, by_queue, skipped]
+        starting = GaugeMetricFamily(
+            "optima_queue_oldest_starting_run_age_seconds",
+            "Age of the oldest run launched but not started yet (STARTING), per queue (0: none)",
+            labels=["queue"],
+        )
+        starting_ages = dict.fromkeys(QUEUES, 0.0)
+        for queue, age in conn.execute(self._sql("starting_age"), TAGS).fetchall():
+            starting_ages[queue] = max(0.0, float(age))
+        for queue, age in sorted(starting_ages.items()):
+            starting.add_metric([queue], age)
+        return [jobs, oldest, by_queue, skipped, starting]
 
     def _collect_finished(self, conn: psycopg.Connection) -> list[Metric]:
         if self._watermark is None:
@@ -260,7 +280,10 @@ class OptimaCollector(Collector):
             rows_total = CounterMetricFamily(
                 f"{family}_rows", "Rows fetched from WB / inserted / updated, by feed", labels=["feed", "kind"]
             )
-            days = CounterMetricFamily(f"{family}_changed_days", "Cabinet-days whose rows changed", labels=["feed"])
+            # Counted in (cabinet, day) partitions, not a duration: "_days" would read as a unit.
+            days = CounterMetricFamily(
+                f"{family}_changed_partitions", "Cabinet-day partitions whose rows changed", labels=["feed"]
+            )
             seconds = CounterMetricFamily(f"{family}_duration_seconds", "Time spent syncing", labels=["feed"])
             last = GaugeMetricFamily(
                 f"{family}_last_success_age_seconds", "Seconds since the feed last synced any cabinet", labels=["feed"]
@@ -370,6 +393,55 @@ class OptimaCollector(Collector):
         for feed, outcome, n in conn.execute(load("wb_rejected_rows")).fetchall():
             rows.add_metric([feed, outcome], n)
         return [rows]
+
+    def _collect_freshness(self, conn: psycopg.Connection) -> list[Metric]:
+        watched = GaugeMetricFamily(
+            "optima_feed_watched_cabinets",
+            "Cabinets whose feed is expected fresh (active, or token_invalid)",
+            labels=["feed"],
+        )
+        stale = GaugeMetricFamily(
+            "optima_feed_stale_cabinets",
+            "Watched cabinets whose last confirmed sync of the feed is older than its allowance, or whose "
+            "token WB rejected",
+            labels=["feed"],
+        )
+        oldest = GaugeMetricFamily(
+            "optima_feed_oldest_confirmation_age_seconds",
+            "Seconds since the least recently confirmed watched cabinet's last confirmed sync of the feed",
+            labels=["feed"],
+        )
+        allowance = GaugeMetricFamily(
+            "optima_feed_freshness_allowance_seconds",
+            "How old a cabinet's last confirmed sync of the feed may be (its cadence's period plus window)",
+            labels=["feed"],
+        )
+        named = GaugeMetricFamily(
+            "optima_feed_stale_cabinet_age_seconds",
+            "The stalest cabinets of each feed (at most operations.freshness.TOP a feed): seconds since the last "
+            f"confirmed sync, and the cause ({', '.join(CAUSES)})",
+            labels=["feed", "cabinet", "cause"],
+        )
+        for feed in read_freshness(conn, WATCHED_FEEDS):
+            watched.add_metric([feed.feed], feed.watched)
+            stale.add_metric([feed.feed], feed.stale_count)
+            oldest.add_metric([feed.feed], feed.oldest_seconds)
+            allowance.add_metric([feed.feed], feed.allowance_seconds)
+            for cabinet in feed.stale:
+                named.add_metric([feed.feed, cabinet.cabinet_id, cabinet.cause], cabinet.age_seconds)
+        return [watched, stale, oldest, allowance, named]
+
+    def _collect_dead_letter(self, conn: psycopg.Connection) -> list[Metric]:
+        kept = GaugeMetricFamily(
+            "optima_failed_runs_kept",
+            "Failed runs kept in Dagster's storage (the dead-letter: prune_runs deletes only successful "
+            "runs), per queue; growth means new failures",
+            labels=["queue"],
+        )
+        counts = dict.fromkeys(QUEUES, 0) | dict(conn.execute(self._sql("failed_runs_kept"), TAGS).fetchall())
+        for queue, n in sorted(counts.items()):
+            kept.add_metric([queue], n)
+        return [kept]
 
 
 def build_registry(database_url: str, warehouse_schema: str, dagster_schema: str) -> tuple[CollectorRegistry, Any]:

@@ -110,12 +110,16 @@ def record_feed_sync(
     rows_updated: int = 0,
     changed_days: int | Iterable[date] = 0,
     error: str | None = None,
+    confirmed: bool | None = None,
 ) -> None:
     """Record one finished sync of ``feed`` (a table/asset name, e.g. ``wb_orders``) for one cabinet.
 
     ``queue`` is the original queue (``queues.QUEUES``) and picks the metric family;
-    ``changed_days`` is a count or the days themselves. Raises InvalidInput naming a bad argument,
-    before anything is written.
+    ``changed_days`` is a count or the days themselves. ``confirmed`` (default: a success) says the
+    sync went to the end of WB's data, whether or not anything changed: the cabinet's feed is fresh
+    as of ``finished_at`` (``ops_feed_sync_totals.confirmed_at``, what ``operations.freshness`` reads); a
+    success that WB deferred half-way is not. Raises InvalidInput naming a bad argument, before
+    anything is written.
     """
     if queue not in QUEUES:
         raise InvalidInput(f"unknown queue {queue!r}: expected one of queues.QUEUES")
@@ -124,6 +128,10 @@ def record_feed_sync(
         cabinet_id=cabinet_id, trigger=trigger, status=status, started_at=started_at, finished_at=finished_at
     )
     days = changed_days if isinstance(changed_days, int) else len(set(changed_days))
+    if confirmed is None:
+        confirmed = status == "success"
+    elif confirmed and status != "success":
+        raise InvalidInput(f"a {status} sync cannot confirm WB's data: confirmed must be False")
     conn.execute(
         load("record_feed_sync"),
         {
@@ -140,6 +148,7 @@ def record_feed_sync(
             "started_at": started,
             "finished_at": finished,
             "error": _error(error),
+            "confirmed": bool(confirmed),
         },
     )
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
 
 from dagster import DefaultScheduleStatus, DefaultSensorStatus
 
 from optima_pipelines.errors import ConfigError
+from optima_pipelines.orchestration.dagster_internals import latest_cron_tick
 from optima_pipelines.orchestration.queues import (
     AB_TEST_METRICS,
     AUTOBIDDER_BID_ENGINE,
@@ -190,7 +192,26 @@ def cadences() -> list[Cadence]:
         ),
         *_sync_cadences(scale),
         *_engine_cadences(scale),
+        _freshness_cadence(increment, scale),
     ]
+
+
+def _freshness_cadence(increment: int, scale: float) -> Cadence:
+    """The feeds' freshness checks (sensors/freshness.py): they tick at least twice the shortest feed
+    window (ads, the increment, prices), at most every minute, and evaluate each feed's check at most
+    once its own window (and when the feed turns stale or fresh)."""
+    shortest = min(increment, _scaled("ads_sync_sensor", 300, scale), _scaled("catalog_prices_sensor", 1800, scale))
+    tick = tick_seconds(shortest, most=60)
+    return Cadence(
+        "feed_freshness_sensor",
+        "-",
+        None,
+        "interval",
+        every(tick),
+        "the feeds' confirmations per cabinet (ops_feed_sync_totals): evaluates each feed's fresh_per_cabinet "
+        "check (no run), at most once a window of the feed",
+        interval_seconds=tick,
+    )
 
 
 def _sync_cadences(scale: float) -> list[Cadence]:
@@ -350,6 +371,13 @@ def _engine_cadences(scale: float) -> list[Cadence]:
             "one run (the template; stopped by default)",
         ),
     ]
+
+
+def cron_period_seconds(cron: str, timezone: str, at: datetime | None = None) -> int:
+    """How far apart a cron's ticks are (daily 86,400, hourly 3,600): the gap before its latest tick."""
+    latest = latest_cron_tick(cron, at or datetime.now(UTC), timezone)
+    before = latest_cron_tick(cron, latest - timedelta(seconds=1), timezone)
+    return int((latest - before).total_seconds())
 
 
 def cadence(name: str) -> Cadence:

@@ -58,6 +58,7 @@ __all__ = [
     "interrupts_captured",
     "latest_cron_tick",
     "log_materializations",
+    "print_run_logs_our_way",
     "registered_instance",
     "remember_schema_probes",
     "replace_run_queue_config",
@@ -67,12 +68,13 @@ __all__ = [
     "serve_with_wrapped_app",
     "set_sensor_loop_seconds",
     "share_storage_engine",
+    "step_captures_python_logs",
     "store_planned_checks_per_partition",
     "store_planned_events_in_batches",
 ]
 
 # CheckError: what Dagster's commands raise for a bad option (`check.failed`, e.g. `dagster asset
-# materialize` of a partitioned asset without --partition); ops/dagster_cli.py prints it as one line.
+# materialize` of a partitioned asset without --partition); operations/dagster_cli.py prints it as one line.
 # WILL_RETRY_TAG ("dagster/will_retry"): Dagster's verdict on a failed run, "true" when the daemon's
 # run retries will re-queue it (sensors/requests.py waits for the retry instead of failing the request).
 # SerializableErrorInfo: the error of a STEP_FAILURE/RUN_FAILURE event (message, cls_name, cause),
@@ -275,6 +277,45 @@ def enable_event_batches() -> None:
     the environment sets DAGSTER_EVENT_BATCH_SIZE itself. Called where definitions load, so every
     process that executes runs (run workers, the code server, tests' in-process runs) batches."""
     os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(EVENT_BATCH_SIZE))
+
+
+def print_run_logs_our_way() -> None:
+    """Every run's log printed by ``logs.console_logger_init`` (once a line, OPTIMA_LOG_FORMAT, with
+    the run id, job, queue and cabinet) instead of Dagster's colored console logger. Dagster uses a
+    job's own loggers only for the runs whose config names them; every other run gets
+    ``default_system_loggers``, which ``context_creation_job`` imported by name: replaced there.
+    Called where definitions load (run workers, the spawn launcher's run processes)."""
+    from dagster import Field, logger
+    from dagster._core.execution import context_creation_job
+
+    from optima_pipelines import logs
+
+    if getattr(context_creation_job.default_system_loggers, "optima", False):
+        return
+
+    @logger(
+        config_schema={"log_level": Field(str, default_value="INFO", is_required=False)},
+        description="A run's log on stderr, once a line, in OPTIMA_LOG_FORMAT (optima_pipelines/logs.py).",
+    )
+    def console(init_context: Any) -> Any:
+        return logs.console_logger_init(init_context.logger_config["log_level"])
+
+    def system_loggers(instance: Any) -> Any:
+        level = instance.python_log_level if (instance and instance.python_log_level) else "INFO"
+        return [(console, {"log_level": level})]
+
+    system_loggers.optima = True  # type: ignore[attr-defined]
+    context_creation_job.default_system_loggers = system_loggers  # type: ignore[attr-defined]
+
+
+def step_captures_python_logs(logger_name: str) -> bool:
+    """Whether a run's step is capturing this logger's lines now (dagster.yaml's managed_python_loggers:
+    Dagster's ``DagsterLogHandler`` sits on it while a step executes, and its console logger prints them)."""
+    import logging
+
+    from dagster._core.log_manager import DagsterLogHandler
+
+    return any(isinstance(h, DagsterLogHandler) for h in logging.getLogger(logger_name).handlers)
 
 
 def log_materializations(context: Any, materializations: Sequence[AssetMaterialization]) -> None:

@@ -469,6 +469,11 @@ def _not_executed(instance: DagsterInstance, run: DagsterRun, refusal: workers.R
         instance.report_run_canceled(run, message=f"Not executed: {refusal.reason}.")
 
 
+class RunNotSucceeded(Exception):
+    """A run this worker executed ended failed or canceled: the task fails with it (Celery must not
+    say "succeeded" for a failed run; run monitoring reads the task's state)."""
+
+
 def execute_run(run_id: str) -> int:
     """Claim the run's execution and execute it in this process, interrupting it while it is asked to stop.
 
@@ -525,11 +530,15 @@ def _execute_claimed(instance: DagsterInstance, run_id: str) -> int:
     with interrupts_captured():
         watcher.start()
         try:
-            return execute_run_in_this_process(instance, run_id)
+            code = execute_run_in_this_process(instance, run_id)
         finally:
             with lock:
                 done.set()
             watcher.join(5)
+    run = instance.get_run_by_id(run_id)
+    if run is not None and run.status != DagsterRunStatus.SUCCESS:
+        raise RunNotSucceeded(f"run {run_id} of {run.job_name} ended {run.status.value}")
+    return code
 
 
 def preload() -> None:
@@ -573,10 +582,18 @@ def _take_runs_only_when_free() -> type:
 def make_worker_app() -> Celery:
     from celery import signals
 
+    from optima_pipelines import logs
+
     app = make_celery_app()
+    # What a run prints keeps its level: Celery would log every line written to stderr as a WARNING.
+    app.conf.worker_redirect_stdouts = False
     app.steps["consumer"].add(_take_runs_only_when_free())
-    app.task(name=TASK_EXECUTE_RUN, bind=False, track_started=True)(execute_run)
+    # A failed run fails its task ("raised expected", not "succeeded"); Dagster's run log has the error.
+    app.task(name=TASK_EXECUTE_RUN, bind=False, track_started=True, throws=(RunNotSucceeded,))(execute_run)
     signals.celeryd_init.connect(lambda sender=None, **_kwargs: _set_node_name(str(sender)), weak=False)
+    # Celery's own lines through the same handler as ours (OPTIMA_LOG_FORMAT), and ours once: with a
+    # receiver here Celery installs no root handler of its own.
+    signals.setup_logging.connect(lambda **_kwargs: logs.configure_root(), weak=False)
     signals.worker_init.connect(lambda **_kwargs: preload(), weak=False)
     # Each forked process opens its instance (dagster.yaml, the storage and its pool) before its
     # first run, not while a run waits for it, and beats from then on (operations/workers.py): it is a live

@@ -7,7 +7,7 @@ is what one feed did: rows fetched and merged per business day, rows removed, de
 days whose РНП rollups the written rows affect (finance: ``affected``; orders: ``finance``), told
 per day as ``changes.FeedChange`` records (``FeedLoad.changes``), which runs record as materializations
 and a user's import hands to its РНП recompute. Their run metadata, and
-``finish`` records them for /metrics (``ops.records.record_feed_sync``) in the transaction that
+``finish`` records them for /metrics (``operations.records.record_feed_sync``) in the transaction that
 also marks the sync state, so figures and state commit together. Loads run on a
 ``page_connection``: each page commits with its resume point in a transaction of its own.
 """
@@ -236,7 +236,8 @@ class FeedLoad:
                 )
 
     def record(self, conn: psycopg.Connection, *, status: str = "success", error: str | None = None) -> None:
-        """This sync's figures for /metrics, in the caller's transaction."""
+        """This sync's figures for /metrics, in the caller's transaction. A success confirms the
+        cabinet's feed fresh unless WB deferred it half-way (``deferred_until``)."""
         record_feed_sync(
             conn,
             queue=self.queue,
@@ -251,6 +252,7 @@ class FeedLoad:
             rows_updated=self.merge.updated,
             changed_days=self.changed_days,
             error=error,
+            confirmed=status == "success" and self.deferred_until is None,
         )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from dagster import AssetCheckEvaluation, AssetCheckSeverity
 
 from tests.rnp_feeds import TODAY, add_ad_stat, add_cabinets, add_order, add_report_line, days_ago, run_range
@@ -18,8 +20,30 @@ def evaluations(result) -> dict[tuple[str, str], AssetCheckEvaluation]:
     return out
 
 
-def load(dagster_instance, conn):
+def confirm_feeds(conn, cabinet: str) -> None:
+    """The cabinet's first loads of the checked feeds are done (what every sync records)."""
+    from optima_pipelines.assets.rnp import CHECK_SOURCES
+    from optima_pipelines.operations.records import record_feed_sync
+    from optima_pipelines.orchestration.queues import ASSET_QUEUES
+
+    now = datetime.now(UTC)
+    for feed in CHECK_SOURCES:
+        record_feed_sync(
+            conn,
+            queue=ASSET_QUEUES[feed],
+            feed=feed,
+            cabinet_id=cabinet,
+            run_id="r",
+            trigger="scheduled",
+            started_at=now,
+            finished_at=now,
+        )
+
+
+def load(dagster_instance, conn, *, first_load_done: bool = True):
     add_cabinets(dagster_instance, "c1")
+    if first_load_done:
+        confirm_feeds(conn, "c1")
     for day, tag in ((Y, "y"), (TODAY, "t")):
         add_order(conn, "c1", f"{tag}1", day, 7, "200.00")
         add_order(conn, "c1", f"{tag}2", day, 8, "99.99", is_cancel=True)
@@ -100,3 +124,25 @@ def test_a_merge_alone_over_a_rollup_behind_its_feed_warns_not_fails(dagster_ins
     behind = found[("orders_match_wb_orders", f"c1|{TODAY}")]
     assert not behind.passed and behind.severity == AssetCheckSeverity.WARN, behind.description
     assert "a re-aggregation is due" in str(behind.description)
+
+
+def test_while_a_cabinets_first_load_is_not_done_a_mismatch_is_a_warning_not_an_error(dagster_instance, warehouse_conn):
+    """A fresh deployment: the mart is recomputed while the feeds' first load still lands its pages.
+    A mismatch then is the mart catching up (stale, a warning), never an error that cries wolf."""
+    load(dagster_instance, warehouse_conn, first_load_done=False)
+    run_range(dagster_instance, f"c1|{Y}", f"c1|{TODAY}")
+    warehouse_conn.execute(
+        "UPDATE rnp_daily SET orders_sum = orders_sum + 0.01 WHERE cabinet_id = 'c1' AND day = %s AND nm_id = 7",
+        (TODAY,),
+    )
+    found = evaluations(run_range(dagster_instance, f"c1|{Y}", f"c1|{TODAY}", job="rnp_daily_check"))
+    filling = found[("orders_match_wb_orders", f"c1|{TODAY}")]
+    assert not filling.passed and filling.severity == AssetCheckSeverity.WARN, filling.description
+    assert filling.metadata["stale"].value is True
+    assert "still on their first load: the mart is catching up" in str(filling.description)
+
+    # Once the first loads are done, the same mismatch is an error.
+    confirm_feeds(warehouse_conn, "c1")
+    found = evaluations(run_range(dagster_instance, f"c1|{Y}", f"c1|{TODAY}", job="rnp_daily_check"))
+    wrong = found[("orders_match_wb_orders", f"c1|{TODAY}")]
+    assert not wrong.passed and wrong.severity == AssetCheckSeverity.ERROR

@@ -173,8 +173,14 @@ def test_a_cadence_scale_runs_every_per_cabinet_interval_cadence_that_much_more_
         "funnel_sync_sensor",
         "catalog_prices_sensor",
         "autoreply_sync_sensor",
+        "feed_freshness_sensor",
     }
-    for name in changed:
+    # The freshness checks tick twice the shortest feed window (the ads'), at most every minute.
+    assert (real["feed_freshness_sensor"].interval_seconds, scaled["feed_freshness_sensor"].interval_seconds) == (
+        60,
+        15,
+    )
+    for name in changed - {"feed_freshness_sensor"}:
         assert scaled[name].interval_seconds == real[name].interval_seconds // 10, name
         assert scaled[name].window_seconds == real[name].window_seconds // 10, name
     assert scaled["ads_sync_sensor"].cadence == "every 30 s"

@@ -287,3 +287,14 @@ def test_the_cron_arithmetic_is_the_schedulers_and_a_tick_is_stored_at_its_sched
     assert internals.latest_cron_tick("0 * * * *", at.replace(minute=59), "Europe/Moscow") == at
     # schedule_tick_evaluated finds the tick by its timestamp: the scheduler stores the schedule time.
     assert "timestamp=schedule_timestamp," in inspect.getsource(scheduler.launch_scheduled_runs_for_schedule_iterator)
+
+
+def test_runs_without_loggers_of_their_own_print_through_ours() -> None:
+    """Dagster gives a run whose config names no logger its default system loggers: after
+    print_run_logs_our_way, that is ours (logs.console_logger_init), not the colored console."""
+    from dagster._core.execution import context_creation_job
+
+    internals.print_run_logs_our_way()
+    ((definition, config),) = context_creation_job.default_system_loggers(None)
+    assert config == {"log_level": "INFO"}
+    assert "OPTIMA_LOG_FORMAT" in (definition.description or "")

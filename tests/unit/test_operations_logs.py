@@ -75,3 +75,83 @@ def test_records_of_other_libraries_are_redacted_as_well(caplog):
     with caplog.at_level(logging.INFO, logger="httpx"):
         logging.getLogger("httpx").info("GET https://example.invalid/?t=%s", TOKEN)
     assert TOKEN not in caplog.text and "<redacted>" in caplog.text
+
+
+def test_json_format_is_one_object_a_line_with_run_job_queue_and_cabinet(monkeypatch):
+    import json
+
+    logs.install()
+    monkeypatch.setenv("OPTIMA_LOG_FORMAT", "json")
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logs.formatter())
+    logger = logging.getLogger("optima_pipelines.test_ops_logs.json")
+    logger.addHandler(handler)
+    try:
+        with logs.bind(run_id="run-9", cabinet="shop-3"):
+            logger.error("WB refused %s\nsecond line", TOKEN)
+    finally:
+        logger.removeHandler(handler)
+    (line,) = stream.getvalue().splitlines()
+    entry = json.loads(line)
+    assert entry["level"] == "ERROR" and entry["run_id"] == "run-9" and entry["cabinet"] == "shop-3"
+    assert {"job", "queue", "time", "logger"} <= set(entry)
+    assert entry["message"] == "WB refused <redacted>\nsecond line"
+    assert TOKEN not in line
+
+
+def test_an_unknown_log_format_is_a_clear_error(monkeypatch):
+    from optima_pipelines.errors import ConfigError
+
+    monkeypatch.setenv("OPTIMA_LOG_FORMAT", "xml")
+    with pytest.raises(ConfigError, match="OPTIMA_LOG_FORMAT must be one of text, json, got 'xml'"):
+        logs.formatter()
+
+
+def test_a_run_log_line_is_printed_as_ours_with_the_runs_job_queue_and_cabinet(monkeypatch, capsys):
+    """The deployment's console logger prints Dagster's run log in our format: the message as logged
+    (not Dagster's "job - run - step" prefix) and the run's job, queue and cabinet from its tags."""
+    import json
+
+    monkeypatch.setenv("OPTIMA_LOG_FORMAT", "json")
+    console = logs.console_logger_init("INFO")
+    meta = {
+        "run_id": "run-5",
+        "job_name": "ads_sync",
+        "job_tags": {"optima/queue": "rnp-ads-sync", "optima/cabinet": "shop-2"},
+        "step_key": "ads_sync_op",
+        "dagster_event": None,
+        "orig_message": f"token {TOKEN} rejected",
+    }
+    console.log(logging.ERROR, "ads_sync - run-5 - ads_sync_op - ignored", extra={"dagster_meta": meta})
+    entry = json.loads(capsys.readouterr().err.strip())
+    assert entry["level"] == "ERROR"
+    assert (entry["run_id"], entry["job"], entry["queue"], entry["cabinet"]) == (
+        "run-5",
+        "ads_sync",
+        "rnp-ads-sync",
+        "shop-2",
+    )
+    assert entry["message"] == "ads_sync_op - token <redacted> rejected"
+
+
+def test_our_handler_is_silent_while_a_run_step_captures_our_lines():
+    """Dagster's console logger prints what a step captured from our loggers: printed once, not twice."""
+    from dagster._core.log_manager import DagsterLogHandler, DagsterLogHandlerMetadata
+
+    logs.install()
+    root = logging.getLogger(logs.ROOT_LOGGER)
+    (ours,) = [h for h in root.handlers if getattr(h, "optima", False)]
+    record = logging.getLogger("optima_pipelines.test_ops_logs.capture").makeRecord(
+        "optima_pipelines.test_ops_logs.capture", logging.WARNING, __file__, 1, "a line", (), None
+    )
+    assert ours.filter(record), "outside a step our handler prints"
+    meta = DagsterLogHandlerMetadata(
+        run_id="r", job_name="j", job_tags={}, step_key=None, op_name=None, resource_name=None, resource_fn_name=None
+    )
+    capture = DagsterLogHandler(metadata=meta, loggers=[], handlers=[])
+    root.addHandler(capture)
+    try:
+        assert not ours.filter(record), "inside a step Dagster prints it: ours must not"
+    finally:
+        root.removeHandler(capture)

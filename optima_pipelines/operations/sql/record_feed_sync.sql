@@ -14,7 +14,7 @@ WITH history AS (
 INSERT INTO ops_feed_sync_totals AS t (
     feed, cabinet_id, queue, syncs_success, syncs_failure, syncs_skipped,
     rows_fetched, rows_inserted, rows_updated, changed_days, seconds_total,
-    last_status, last_finished_at, last_success_at
+    last_status, last_finished_at, last_success_at, confirmed_at, last_error
 )
 SELECT
     %(feed)s, %(cabinet_id)s, %(queue)s,
@@ -22,7 +22,9 @@ SELECT
     %(rows_fetched)s, %(rows_inserted)s, %(rows_updated)s, %(changed_days)s,
     extract(epoch FROM %(finished_at)s::timestamptz - %(started_at)s::timestamptz),
     %(status)s, %(finished_at)s,
-    CASE WHEN %(status)s = 'success' THEN %(finished_at)s::timestamptz END
+    CASE WHEN %(status)s = 'success' THEN %(finished_at)s::timestamptz END,
+    CASE WHEN %(confirmed)s THEN %(finished_at)s::timestamptz END,
+    %(error)s
 FROM history
 ON CONFLICT (feed, cabinet_id) DO UPDATE SET
     queue = EXCLUDED.queue,
@@ -38,4 +40,9 @@ ON CONFLICT (feed, cabinet_id) DO UPDATE SET
     last_status = CASE WHEN EXCLUDED.last_finished_at >= t.last_finished_at
                        THEN EXCLUDED.last_status ELSE t.last_status END,
     last_finished_at = greatest(t.last_finished_at, EXCLUDED.last_finished_at),
-    last_success_at = greatest(t.last_success_at, EXCLUDED.last_success_at)
+    last_success_at = greatest(t.last_success_at, EXCLUDED.last_success_at),
+    -- Confirmed: the sync went to the end of WB's data (changed or not; not a deferral). greatest()
+    -- ignores NULL: a failure or a deferral keeps the last confirmation.
+    confirmed_at = greatest(t.confirmed_at, EXCLUDED.confirmed_at),
+    last_error = CASE WHEN EXCLUDED.last_finished_at >= t.last_finished_at
+                      THEN EXCLUDED.last_error ELSE t.last_error END
