@@ -95,7 +95,7 @@ def run(bench: Bench, opts: argparse.Namespace) -> None:
     from optima_pipelines.resources.wb import WbApi
     from optima_pipelines.settings import load_settings
     from optima_pipelines.sync import ads
-    from optima_pipelines.sync.runs import SyncInput, SyncRun, finish
+    from optima_pipelines.sync.runs import FeedLoad, SyncInput, finish
     from optima_pipelines.warehouse.cabinets import add_cabinet
     from optima_pipelines.warehouse.secrets import TokenCipher, load_key
     from tests.wb_syncs import TIME_SCALE, simulator
@@ -124,7 +124,7 @@ def run(bench: Bench, opts: argparse.Namespace) -> None:
                 with env.connect() as conn:
                     for cabinet in ids:
                         runs = [
-                            SyncRun(ads.QUEUE, feed, cabinet, "bench", "scheduled")
+                            FeedLoad(ads.QUEUE, feed, cabinet, "bench", "scheduled")
                             for feed in (ads.CAMPAIGNS_FEED, ads.STATS_FEED)
                         ]
                         finish(conn, runs, state_feed=ads.STATE_FEED)

@@ -7,7 +7,7 @@ import pytest
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.operations.freshness import WATCHED_FEEDS, WatchedFeed, allowance_seconds, read_freshness
 from optima_pipelines.operations.records import record_feed_sync
-from optima_pipelines.sync.runs import SyncRun, finish
+from optima_pipelines.sync.runs import FeedLoad, finish
 from optima_pipelines.sync.state import mark_deferred
 from optima_pipelines.wb import WbDeferred
 
@@ -53,12 +53,12 @@ def confirmed_at(conn, cabinet_id: str):
 def test_a_sync_that_changed_nothing_confirms_the_feed_and_a_deferral_does_not(warehouse_conn):
     conn = warehouse_conn
     add(conn, "c1")
-    run = SyncRun("rnp-ads-sync", ADS.feed, "c1", "r1", "scheduled")  # nothing fetched, nothing changed
+    run = FeedLoad("rnp-ads-sync", ADS.feed, "c1", "r1", "scheduled")  # nothing fetched, nothing changed
     finish(conn, [run], state_feed=ADS.state_feed)
     first, success, _ = confirmed_at(conn, "c1")
     assert first is not None and first == success
 
-    paused = SyncRun("rnp-ads-sync", ADS.feed, "c1", "r2", "scheduled")
+    paused = FeedLoad("rnp-ads-sync", ADS.feed, "c1", "r2", "scheduled")
     resume = datetime.now(UTC) + timedelta(minutes=20)
     finish(conn, [paused], state_feed=ADS.state_feed, deferred=WbDeferred("c1", "advert", resume, "penalty"))
     after, success, _ = confirmed_at(conn, "c1")
