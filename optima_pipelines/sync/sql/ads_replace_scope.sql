@@ -1,7 +1,7 @@
 -- A fullstats answer is the whole truth for the campaigns %(adverts)s and the days
 -- [%(first)s, %(last)s] it was asked about (docs/data.md, "Snapshots and streams"): the rows of that
 -- scope the answer no longer holds (a revised day that lost an app or a product) are removed, after
--- the answer's rows were merged. %(k_*)s are the answer's keys, in the same order. Returns each
+-- the answer's rows were merged. The k_ arrays are the answer's keys, in the same order. Returns each
 -- removed row's day: those days changed.
 DELETE FROM ad_campaign_stats a
 WHERE a.cabinet_id = %(cabinet_id)s
