@@ -146,7 +146,7 @@ def test_a_revised_ad_day_drops_the_other_apps_rows_and_keeps_its_total() -> Non
     now = sim.now()
     sim.advance(datetime.combine(yesterday + timedelta(days=1), datetime.min.time(), now.tzinfo) - now)
     before = sim.truth.ad_stats("c1", yesterday)  # the day has just ended: not revised yet
-    sim.advance(timedelta(hours=25))
+    sim.advance(timedelta(hours=48))
     after = sim.truth.ad_stats("c1", yesterday)
     assert before and set(after) == set(before)
     for advert, day in after.items():
