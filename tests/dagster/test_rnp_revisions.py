@@ -96,6 +96,12 @@ def test_an_ad_day_revised_with_a_row_fewer_loses_that_row(wb, warehouse_conn, d
         "SELECT rows, spend, orders FROM ad_stats_answers WHERE cabinet_id = %s AND advert_id = %s AND day = %s",
         (CABINET, advert, day),
     ).fetchone() == (1, Decimal("120"), 0)
+    # How a check of the mart's ad spend against what WB last said reads it: per (cabinet, day).
+    said = warehouse_conn.execute(
+        "SELECT sum(spend) FROM ad_stats_answers WHERE cabinet_id = %s AND day = %s", (CABINET, day)
+    ).fetchone()
+    mart = sum(r["ad_spend"] for r in rnp_rows(warehouse_conn, "rnp_daily", CABINET, day).values())
+    assert said == (mart,) == (Decimal("120"),)
 
 
 def test_an_order_re_dated_a_day_earlier_leaves_its_old_day(wb, warehouse_conn, dagster_instance):
