@@ -27,6 +27,7 @@ BENCHMARKS = [
     "wb_parse",
     "ingest",
     "rnp_recompute",
+    "merge_backlog",
     "ops_metrics_scrape",
     "definitions_scale",
     "engines_cadence",

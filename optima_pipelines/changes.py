@@ -8,7 +8,7 @@ materialization of the feed's `cabinet|day` partition with ``to_metadata()``
 with a warning); the planner (mart/plan.py) takes the records. A user's import hands its records to
 the recompute in its own run as they are (``assets.rnp.recompute_in_run``), never through metadata.
 This module is the only place that serializes it. The keys are docs/ARCHITECTURE.md's:
-``rows_*``, ``trigger``, ``request_id``, ``affected_days``, ``finance_days``.
+``rows_*`` (``rows_left``: rows re-dated away from the day), ``trigger``, ``request_id``, ``affected_days``, ``finance_days``.
 
 The lowest layer of the package (docs/ARCHITECTURE.md): it imports nothing of it but errors, so the
 syncs, the mart and the orchestration all can import it. Nothing here imports Dagster: a metadata
@@ -38,6 +38,8 @@ class FeedChange:
     rows_inserted: int = 0
     rows_updated: int = 0
     rows_deleted: int = 0
+    #: Rows that moved from this day to another (WB re-dated them): the day lost them.
+    rows_left: int = 0
     #: scheduled | user_import | backfill | manual (``sync.runs.TRIGGERS``); None: not said.
     trigger: str | None = None
     request_id: int | None = None
@@ -55,6 +57,7 @@ class FeedChange:
             "rows_inserted": self.rows_inserted,
             "rows_updated": self.rows_updated,
             "rows_deleted": self.rows_deleted,
+            "rows_left": self.rows_left,
         }
         if self.trigger is not None:
             meta["trigger"] = self.trigger
@@ -84,6 +87,7 @@ class FeedChange:
             rows_inserted=number("rows_inserted"),
             rows_updated=number("rows_updated"),
             rows_deleted=number("rows_deleted"),
+            rows_left=number("rows_left"),
             trigger=str(trigger) if trigger is not None else None,
             request_id=request_id if isinstance(request_id, int) else None,
             affected_days=_days(metadata["affected_days"], "affected_days") if "affected_days" in metadata else (),

@@ -57,7 +57,8 @@ latency_s=…, latency_spike_rate=…, truncate=…, malformed=…, wrong_types=
 **Disorder.** ``CabinetSpec(disorder=Disorder(late_orders=0.3, short_pages=0.5, ...))`` (or
 ``Disorder.every(rate)``, ``Disorder.only(mode, rate)``) makes a cabinet's WB untidy the way real WB
 is: orders delivered after their report lines, cancellations weeks late, returns of orders outside
-the feed, service lines on nmId 0, short/repeated/failing finance pages (``wb_simulator.disorder``).
+the feed, service lines on nmId 0, short/repeated/failing finance pages, past ad days revised with
+rows dropped, orders and sales re-dated (``wb_simulator.disorder``).
 Off by default.
 
 **Writes** change the state and are logged in order in ``sim.writes`` (``Write(kind, cabinet_id,
@@ -65,6 +66,9 @@ at, payload, result)``): bids (``PATCH /api/advert/v1/bids``, min-bid checks), p
 (quarantine, 208 duplicates), feedback answers, question answers/rejections.
 
 **Mutators for tests:** ``sim.cancel_order(c, srid)``, ``sim.return_sale(c, srid)``,
+``sim.place_order(c, nm_id, at, price, sale_at=None)`` (a hand-made order), ``sim.redate_order(c, srid,
+new_date)``, ``sim.redate_sale(c, srid, new_date)`` (WB moves a row to another day, with a newer
+lastChangeDate), ``sim.set_ad_day(c, advert_id, day, rows)`` (a hand-made fullstats day),
 ``sim.add_feedback(c, nm_id, text, valuation)``, ``sim.add_question(c, nm_id, text)``,
 ``sim.open_slot(warehouse_id, day, coefficient)``, ``sim.set_coefficients_disabled()``.
 

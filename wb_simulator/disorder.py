@@ -22,6 +22,14 @@ Modes (rates between 0 and 1):
   page's last line again (the same line on two pages);
 - ``page_failures``: share of follow-on finance pages (earlier pages of the same load succeeded)
   that fail: a 5xx, or a 200 whose JSON is cut in half.
+- ``revised_ad_days``: share of (campaign, day)s whose statistics WB revises 1 to 47 hours after the
+  day ended (while the day is still in an ad sync's window): the figures of every app move under
+  the site's (appType 1) and the other apps' rows are gone from the answer, so a client that only
+  upserts keeps them twice;
+- ``redated_orders``: share of orders WB re-dates 1 to 12 hours after they reached the feed: the same
+  ``srid`` comes back with its ``date`` one day earlier and a newer ``lastChangeDate``;
+- ``redated_sales``: the same for sales (``S…``): the same ``saleID`` one day earlier, a newer
+  ``lastChangeDate``.
 
 ``ledger.pages.served`` holds the ``rrdId`` of every line the finance method delivered in an intact
 page: what a client that stores each page before the next request must have stored.
@@ -46,6 +54,12 @@ LATE_CANCEL_MIN = 8 * 86400
 LATE_CANCEL_MAX = 35 * 86400
 #: A foreign return's order was placed this many days before the return.
 FOREIGN_ORDER_DAYS = (95, 150)
+#: A revised ad day is revised this long after the day ended (seconds).
+REVISE_AD_MIN = 3600
+REVISE_AD_MAX = 47 * 3600
+#: A re-dated order (sale) is re-dated this long after it reached the feed (seconds), one day earlier.
+REDATE_MIN = 3600
+REDATE_MAX = 12 * 3600
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,9 @@ class Disorder:
     short_pages: float = 0.0
     repeated_lines: float = 0.0
     page_failures: float = 0.0
+    revised_ad_days: float = 0.0
+    redated_orders: float = 0.0
+    redated_sales: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -53,7 +53,8 @@ def order_row(o: Order, t: int) -> dict[str, Any]:
     """The order as ``GET /api/v1/supplier/orders`` shows it at time ``t``."""
     row = _base(o)
     cancelled = o.cancel_at is not None and o.cancel_at <= t
-    row["lastChangeDate"] = msk_naive(o.cancel_at if cancelled else o.lcd0)  # type: ignore[arg-type]
+    row["date"] = msk_naive(o.date_at(t))
+    row["lastChangeDate"] = msk_naive(o.last_change(t))
     row["finishedPrice"] = rub(o.fin_k)
     row["priceWithDisc"] = rub(o.pwd_k)
     row["isCancel"] = cancelled
@@ -64,12 +65,17 @@ def order_row(o: Order, t: int) -> dict[str, Any]:
     return row
 
 
-def sale_row(o: Order, kind: int) -> dict[str, Any]:
-    """The sale (kind 0, ``S…``) or return (kind 1, ``R…``) row of ``GET /api/v1/supplier/sales``."""
+def sale_row(o: Order, kind: int, t: int | None = None) -> dict[str, Any]:
+    """The sale (kind 0, ``S…``) or return (kind 1, ``R…``) row of ``GET /api/v1/supplier/sales``, as
+    seen at ``t`` (a re-dated sale: its new date and lastChangeDate; None: as it was made)."""
     row = _base(o)
-    at = o.return_at if kind else o.sale_at
     sign = -1 if kind else 1
-    row["date"] = row["lastChangeDate"] = msk_naive(at)  # type: ignore[arg-type]
+    if kind:
+        row["date"] = row["lastChangeDate"] = msk_naive(o.return_at)  # type: ignore[arg-type]
+    else:
+        at = o.sale_at if t is None else o.sale_date_at(t)
+        changed = o.sale_at if t is None else o.sale_change_at(t)
+        row["date"], row["lastChangeDate"] = msk_naive(at), msk_naive(changed)  # type: ignore[arg-type]
     row["paymentSaleAmount"] = 0
     row["forPay"] = rub(sign * o.for_pay_k)
     row["finishedPrice"] = rub(sign * o.fin_k)

@@ -226,6 +226,55 @@ class Simulator:
             cab.return_(o, t)
             return rows.sale_row(o, 1)
 
+    def place_order(
+        self, cabinet_id: str, nm_id: int, at: datetime, price: Decimal | int | str, sale_at: datetime | None = None
+    ) -> str:
+        """A hand-made order: one unit of product ``nm_id`` placed at ``at`` (naive: Moscow), in the
+        feed a minute later, ``price`` rubles (priceWithDisc; no discount, no SPP), bought out at
+        ``sale_at`` (None: never). Orders are placed in time order (a cabinet with
+        ``orders_per_day=0`` has none of its own). Returns its srid."""
+        with self.lock:
+            t = self.sync()
+            cab = self.cabinet(cabinet_id)
+            if nm_id not in cab.by_nm:
+                raise KeyError(f"cabinet {cabinet_id!r} has no product {nm_id}")
+            placed, sold = to_ts(at), (to_ts(sale_at) if sale_at is not None else None)
+            if max(placed, sold or placed) > t:
+                raise ValueError("an order and its sale are placed in the past, not after the simulator's now")
+            return cab.place(cab.by_nm[nm_id], placed, views.kopecks(price), sold).srid
+
+    def redate_order(self, cabinet_id: str, srid: str, new_date: datetime) -> dict[str, Any]:
+        """WB re-dates an order now: the same srid, ``date`` ``new_date``, a newer lastChangeDate.
+        Returns the order row."""
+        with self.lock:
+            t = self.sync()
+            cab, o = self._order(cabinet_id, srid)
+            cab.redate(o, to_ts(new_date), t)
+            return rows.order_row(o, max(t, o.moved_at or t))
+
+    def redate_sale(self, cabinet_id: str, srid: str, new_date: datetime) -> dict[str, Any]:
+        """WB re-dates an order's sale (``S…``) now: the same saleID, ``date`` ``new_date``, a newer
+        lastChangeDate. Returns the sale row."""
+        with self.lock:
+            t = self.sync()
+            cab, o = self._order(cabinet_id, srid)
+            cab.redate_sale(o, to_ts(new_date), t)
+            return rows.sale_row(o, 0, max(t, o.sale_moved_at or t))
+
+    def set_ad_day(self, cabinet_id: str, advert_id: int, day: date, stats: list[dict[str, Any]]) -> None:
+        """From now on fullstats answers ``stats`` for the campaign's ``day``, whatever it said before:
+        rows {appType, nmId, views, clicks, atbs, orders, sum, sum_price} (money in rubles). The
+        campaign must be one WB serves statistics for, active that day."""
+        with self.lock:
+            self.sync()
+            cab = self.cabinet(cabinet_id)
+            c = cab.campaign(advert_id)
+            dn = date_to_dn(day)
+            if c is None or not views.campaign_active(c, dn):
+                raise ValueError(f"campaign {advert_id} of {cabinet_id!r} has no statistics on {day}")
+            cab.ad_overrides[(advert_id, dn)] = views.ad_day_item(dn, stats)
+            cab.forget(dn)
+
     def add_feedback(self, cabinet_id: str, nm_id: int, text: str = "Хороший товар", valuation: int = 5) -> str:
         """A new unanswered feedback on a product, now; returns its id."""
         if not 1 <= valuation <= 5:
@@ -299,7 +348,7 @@ class Truth:
             if day is None:
                 found = cab.orders_changed_since(0, t, keep, cap=len(cab.orders) + 1)
             else:
-                found = [o for o in cab.orders_of_day(date_to_dn(day)) if cab.visible(o, t, keep)]
+                found = [o for o in cab.orders_of_day(date_to_dn(day), t) if cab.visible(o, t, keep)]
             return [rows.order_row(o, t) for o in found]
 
     def sales(self, cabinet_id: str, day: date | None = None) -> list[dict[str, Any]]:
@@ -311,7 +360,7 @@ class Truth:
             else:
                 dn = date_to_dn(day)
                 found = [(o, k) for o, k in cab.sales_between(day_start(dn), day_start(dn + 1), t) if cab.kept(o, keep)]
-            return [rows.sale_row(o, k) for o, k in found]
+            return [rows.sale_row(o, k, t) for o, k in found]
 
     def report_lines(
         self, cabinet_id: str, date_from: date, date_to: date, period: str = "daily"

@@ -24,6 +24,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from wb_simulator import catalogs
+from wb_simulator.disorder import REVISE_AD_MAX, REVISE_AD_MIN
 from wb_simulator.timefmt import DAY, day_number, day_start, dn_to_date
 from wb_simulator.world import Cabinet, Campaign, rng_for
 
@@ -41,7 +42,7 @@ def rubles(kopecks: int) -> int:
 def funnel_counts(cab: Cabinet, dn: int, t: int) -> dict[int, dict[str, int]]:
     """nm_id → raw funnel figures of one Moscow day as of ``t`` (sums in kopecks)."""
     out: dict[int, dict[str, int]] = {}
-    for o in cab.orders_of_day(dn):
+    for o in cab.orders_of_day(dn, t):
         if o.lcd0 > t:
             continue
         f = out.get(o.product.nm_id)
@@ -115,7 +116,9 @@ def campaign_active(c: Campaign, dn: int) -> bool:
 
 
 def ad_day(cab: Cabinet, dn: int, t: int) -> dict[int, dict[str, Any]]:
-    """advert_id → that day's statistics (WB's ``days[]`` item) for every campaign active on it."""
+    """advert_id → that day's statistics (WB's ``days[]`` item) for every campaign active on it, as
+    WB answers at ``t``: a day WB revised (``Disorder.revised_ad_days``) has every app's figures under
+    the site's; a hand-made day (``Simulator.set_ad_day``) is what the test made."""
     cache = cab.ads_cache
     complete = day_start(dn + 1) + cab.feed_lag <= t
     if complete and dn in cache:
@@ -164,12 +167,78 @@ def ad_day(cab: Cabinet, dn: int, t: int) -> dict[int, dict[str, Any]]:
             app_row = _metrics({"appType": app}, *_sums(nms))
             app_row["nms"] = nms
             apps.append(app_row)
+        if revised_at(cab, c, dn) <= t:
+            apps = fold_apps(apps)
         day = _metrics({"date": f"{dn_to_date(dn).isoformat()}T00:00:00Z"}, *_sums(apps))
         day["apps"] = apps
         out[c.advert_id] = day
+    for (advert_id, override_dn), item in cab.ad_overrides.items():
+        if override_dn == dn:
+            out[advert_id] = item
     if complete:
         cache[dn] = out
     return out
+
+
+NEVER = 2**62
+
+
+def revised_at(cab: Cabinet, c: Campaign, dn: int) -> int:
+    """When WB revises the campaign's statistics of day ``dn`` (``Disorder.revised_ad_days``), else NEVER.
+    A stream of its own: the statistics draw the same with or without the mode."""
+    d = cab.spec.disorder
+    if d is None or not d.revised_ad_days:
+        return NEVER
+    rng = rng_for(cab.seed, "disorder-ads", cab.id, c.advert_id, dn)
+    if rng.random() >= d.revised_ad_days:
+        return NEVER
+    return day_start(dn + 1) + int(rng.integers(REVISE_AD_MIN, REVISE_AD_MAX))
+
+
+def fold_apps(apps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A revised day: every app's products' figures summed under the first app's (the site's); the
+    other apps' rows are gone. The day's totals stay what they were."""
+    by_nm: dict[int, list[Any]] = {}
+    for app in apps:
+        for nm in app["nms"]:
+            acc = by_nm.setdefault(nm["nmId"], [nm["name"], 0, 0, 0, 0, 0, 0, 0])
+            for i, key in enumerate(("views", "clicks", "atbs", "orders", "canceled", "_sum_k", "_price_k"), 1):
+                acc[i] += nm[key]
+    nms = [_metrics({"nmId": nm, "name": acc[0]}, *acc[1:]) for nm, acc in by_nm.items()]
+    row = _metrics({"appType": APPS[0][0]}, *_sums(nms))
+    row["nms"] = nms
+    return [row]
+
+
+def kopecks(rubles_value: Any) -> int:
+    """Rubles (a number or its text) as whole kopecks."""
+    return int(Decimal(str(rubles_value)) * 100)
+
+
+def ad_day_item(dn: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A hand-made ``days[]`` item of fullstats: ``rows`` are {appType, nmId, views, clicks, atbs,
+    orders, sum, sum_price} (money in rubles; counters default to 0), grouped by app in their order."""
+    per_app: dict[int, list[dict[str, Any]]] = {}
+    for r in rows:
+        nm = _metrics(
+            {"nmId": int(r["nmId"]), "name": str(r.get("name", ""))},
+            int(r.get("views", 0)),
+            int(r.get("clicks", 0)),
+            int(r.get("atbs", 0)),
+            int(r.get("orders", 0)),
+            0,
+            kopecks(r.get("sum", 0)),
+            kopecks(r.get("sum_price", 0)),
+        )
+        per_app.setdefault(int(r["appType"]), []).append(nm)
+    apps = []
+    for app, nms in per_app.items():
+        row = _metrics({"appType": app}, *_sums(nms))
+        row["nms"] = nms
+        apps.append(row)
+    day = _metrics({"date": f"{dn_to_date(dn).isoformat()}T00:00:00Z"}, *_sums(apps))
+    day["apps"] = apps
+    return day
 
 
 def _sums(rows: list[dict[str, Any]]) -> tuple[int, int, int, int, int, int, int]:
@@ -235,7 +304,7 @@ def stocks(cab: Cabinet, t: int) -> list[dict[str, Any]]:
     to_client: dict[tuple[int, int], int] = {}
     from_client: dict[tuple[int, int], int] = {}
     for dn in range(today - 7, today + 1):
-        for o in cab.orders_of_day(dn):
+        for o in cab.orders_of_day(dn, t):
             if o.lcd0 > t:
                 continue
             key = (o.size.chrt_id, o.warehouse)

@@ -30,6 +30,9 @@ from wb_simulator.disorder import (
     LATE_CANCEL_MIN,
     LATE_ORDER_MAX,
     LATE_ORDER_MIN,
+    REDATE_MAX,
+    REDATE_MIN,
+    REVISE_AD_MAX,
     Disorder,
 )
 from wb_simulator.timefmt import DAY, day_number, day_start
@@ -130,11 +133,15 @@ class Order:
         "idx",
         "income_id",
         "lcd0",
+        "moved_at",
+        "moved_date",
         "product",
         "pwd_k",
         "region",
         "return_at",
         "sale_at",
+        "sale_moved_at",
+        "sale_moved_date",
         "size",
         "spp",
         "srid",
@@ -162,17 +169,44 @@ class Order:
     sale_at: int | None
     return_at: int | None
     feedback_at: int | None
+    #: WB re-dates the order at ``moved_at`` (a newer lastChangeDate) to ``moved_date`` (Disorder.redated_orders).
+    moved_at: int | None
+    moved_date: int | None
+    #: Likewise for its sale (``S…``): from ``sale_moved_at`` on, the sale's date is ``sale_moved_date``.
+    sale_moved_at: int | None
+    sale_moved_date: int | None
 
     def __init__(self) -> None:
         self.cancel_at = None
         self.sale_at = None
         self.return_at = None
         self.feedback_at = None
+        self.moved_at = self.moved_date = None
+        self.sale_moved_at = self.sale_moved_date = None
 
     def last_change(self, t: int) -> int:
-        """``lastChangeDate`` as seen at time ``t``: creation, or a cancellation that has happened."""
-        c = self.cancel_at
-        return c if c is not None and c <= t else self.lcd0
+        """``lastChangeDate`` as seen at time ``t``: creation, or the latest change that has happened
+        (a cancellation, a re-dating)."""
+        at = self.lcd0
+        for change in (self.cancel_at, self.moved_at):
+            if change is not None and at < change <= t:
+                at = change
+        return at
+
+    def date_at(self, t: int) -> int:
+        """The order's ``date`` as seen at time ``t`` (WB may have re-dated it)."""
+        m = self.moved_at
+        return self.moved_date if m is not None and m <= t and self.moved_date is not None else self.date
+
+    def sale_date_at(self, t: int) -> int | None:
+        """The sale's ``date`` as seen at time ``t`` (WB may have re-dated it)."""
+        m = self.sale_moved_at
+        return self.sale_moved_date if m is not None and m <= t else self.sale_at
+
+    def sale_change_at(self, t: int) -> int | None:
+        """The sale's ``lastChangeDate`` as seen at time ``t``: the sale, or its re-dating."""
+        m = self.sale_moved_at
+        return m if m is not None and m <= t else self.sale_at
 
     @property
     def sale_id(self) -> str:
@@ -243,8 +277,19 @@ class Cabinet:
         #: Orders outside every window the orders feed serves, known only by their returns
         #: (``Disorder.foreign_returns``); event index ``-1 - i`` names ``ghosts[i]``.
         self.ghosts: list[Order] = []
-        #: How long after its day every order of the day is in the orders feed (seconds).
-        self.feed_lag = LATE_ORDER_MAX if spec.disorder is not None and spec.disorder.late_orders else 1800
+        #: How long after its day every order of the day is in the orders feed, with its final date, and
+        #: its ad statistics are final (seconds): the day's figures are cached from then on.
+        d = spec.disorder
+        self.feed_lag = LATE_ORDER_MAX if d is not None and d.late_orders else 1800
+        if d is not None and d.redated_orders:  # an order of the next day may still move onto this one
+            self.feed_lag += DAY + REDATE_MAX
+        if d is not None and d.revised_ad_days:
+            self.feed_lag = max(self.feed_lag, REVISE_AD_MAX + 1)
+        #: Orders (sales) WB re-dates (Disorder.redated_orders, ``redate_order``): few, looked at by day.
+        self.moved_orders: list[Order] = []
+        self.moved_sales: list[Order] = []
+        #: (advert_id, day number) → that day's statistics item, hand-made (``Simulator.set_ad_day``).
+        self.ad_overrides: dict[tuple[int, int], dict[str, Any]] = {}
         self.order_ts: list[int] = []  # creation times, ascending (orders are appended in time order)
         self.by_srid: dict[str, Order] = {}
         # Change events, sorted: orders (time, order idx); sales (time, order idx, 0 sale / 1 return).
@@ -444,6 +489,8 @@ class Cabinet:
             new_order_events.append((o.lcd0, o.idx))
             if o.cancel_at is not None:
                 new_order_events.append((o.cancel_at, o.idx))
+            if o.moved_at is not None:
+                new_order_events.append((o.moved_at, o.idx))
         _merge(self.order_events, new_order_events)
         _merge(self.sale_events, new_sale_events)
         _merge(self.feedback_events, new_feedback_events)
@@ -481,6 +528,23 @@ class Cabinet:
             ghost = self._ghost(dn, rng)
             assert ghost.return_at is not None
             new_sale_events.append((ghost.return_at, ghost.idx, 1))
+        if disorder.redated_orders or disorder.redated_sales:
+            # A stream of its own: the modes above draw the same with or without these.
+            redate = rng_for(self.seed, "disorder-redate", self.id, dn)
+            orders_moved = (redate.random(n) < disorder.redated_orders).tolist()
+            order_delay = redate.integers(REDATE_MIN, REDATE_MAX, size=n).tolist()
+            sales_moved = (redate.random(n) < disorder.redated_sales).tolist()
+            sale_delay = redate.integers(REDATE_MIN, REDATE_MAX, size=n).tolist()
+            for o, moved, delay, sale_moved, sale_d in zip(
+                day_orders, orders_moved, order_delay, sales_moved, sale_delay, strict=True
+            ):
+                if moved:
+                    o.moved_at, o.moved_date = o.lcd0 + delay, o.date - DAY
+                    self.moved_orders.append(o)
+                if sale_moved and o.sale_at is not None:
+                    o.sale_moved_at, o.sale_moved_date = o.sale_at + sale_d, o.sale_at - DAY
+                    self.moved_sales.append(o)
+                    new_sale_events.append((o.sale_moved_at, o.idx, 0))
 
     def _ghost(self, dn: int, rng: np.random.Generator) -> Order:
         """An order placed 95-150 days before day ``dn`` (outside the orders feed), bought out then,
@@ -527,10 +591,18 @@ class Cabinet:
 
         return _page(self.order_events, since, t, cap, pick)
 
-    def orders_of_day(self, dn: int) -> list[Order]:
+    def orders_of_day(self, dn: int, t: int | None = None) -> list[Order]:
+        """The orders whose ``date`` is on day ``dn``: as of ``t`` (WB may have re-dated some), or as
+        they were placed (``t`` None)."""
         lo = bisect.bisect_left(self.order_ts, day_start(dn))
         hi = bisect.bisect_left(self.order_ts, day_start(dn + 1))
-        return self.orders[lo:hi]
+        placed = self.orders[lo:hi]
+        if t is None or not self.moved_orders:
+            return placed
+        first, end = day_start(dn), day_start(dn + 1)
+        out = [o for o in placed if first <= o.date_at(t) < end]
+        out += [o for o in self.moved_orders if first <= o.date_at(t) < end and not first <= o.date < end]
+        return out
 
     def sales_since(self, since: int, t: int, retention_from: int, cap: int) -> list[tuple[Order, int]]:
         """(order, 0 sale / 1 return) rows with date in [since, t], ordered by it (see ``_page``)."""
@@ -538,12 +610,13 @@ class Cabinet:
         def pick(event: tuple[int, int, int]) -> tuple[Order, int] | None:
             ts, idx, kind = event
             o = self.order(idx)
-            return (o, kind) if (o.return_at if kind else o.sale_at) == ts and self.kept(o, retention_from) else None
+            changed = o.return_at if kind else o.sale_change_at(t)
+            return (o, kind) if changed == ts and self.kept(o, retention_from) else None
 
         return _page(self.sale_events, since, t, cap, pick)
 
     def sales_between(self, lo: int, hi: int, t: int) -> list[tuple[Order, int]]:
-        """Every sale/return row with date in [lo, hi) and at or before ``t`` (no retention cut)."""
+        """Every sale/return row with date (as of ``t``) in [lo, hi) and at or before ``t`` (no retention cut)."""
         out = []
         events = self.sale_events
         i = bisect.bisect_left(events, (lo, -1, -1))
@@ -552,8 +625,16 @@ class Cabinet:
             ts, idx, kind = events[i]
             i += 1
             o = self.order(idx)
-            if (o.return_at if kind else o.sale_at) == ts:
+            if kind:
+                if o.return_at == ts:
+                    out.append((o, kind))
+            elif o.sale_at == ts and lo <= (o.sale_date_at(t) or ts) < hi:
                 out.append((o, kind))
+        for o in self.moved_sales:  # re-dated onto [lo, hi) from another day
+            at, moved = o.sale_at, o.sale_moved_at
+            if at is not None and moved is not None and moved <= t and not lo <= at < hi:
+                if lo <= (o.sale_date_at(t) or at) < hi:
+                    out.append((o, 0))
         return out
 
     def nm_day_orders(self, dn: int, t: int) -> dict[int, list[int]]:
@@ -562,7 +643,7 @@ class Cabinet:
         if complete and dn in self._nm_day_cache:
             return self._nm_day_cache[dn]
         out: dict[int, list[int]] = {}
-        for o in self.orders_of_day(dn):
+        for o in self.orders_of_day(dn, t):
             if o.lcd0 <= t:
                 acc = out.setdefault(o.product.nm_id, [0, 0])
                 acc[0] += 1
@@ -572,6 +653,58 @@ class Cabinet:
         return out
 
     # -- mutations -------------------------------------------------------------------------------
+
+    def forget(self, *days: int) -> None:
+        """Drop the cached figures of these days (a mutation changed them)."""
+        for dn in days:
+            self._nm_day_cache.pop(dn, None)
+            self.ads_cache.pop(dn, None)
+
+    def place(self, product: Product, at: int, pwd_k: int, sale_at: int | None = None) -> Order:
+        """A hand-made order of one unit of ``product`` placed at ``at`` for ``pwd_k`` kopecks
+        (priceWithDisc; no discount, no SPP), in the feed a minute later, bought out at ``sale_at``."""
+        if self.order_ts and at < self.order_ts[-1]:
+            raise ValueError("orders are placed in time order: the cabinet has a later order already")
+        if sale_at is not None and sale_at <= at:
+            raise ValueError("a sale comes after its order")
+        o = Order()
+        idx = o.idx = len(self.orders)
+        o.product, o.size = product, product.sizes[0]
+        o.date, o.lcd0 = at, at + 60
+        o.srid = f"{seed_of(self.seed, 'placed', self.id, idx):016x}{self.index:02x}{idx:08x}"
+        o.g_number, o.sticker = str(10**18 + idx), str(10**9 + idx)
+        o.warehouse = o.region = 0
+        o.income_id = 50_000_000
+        o.total_price, o.discount, o.spp = pwd_k // 100, 0, 0
+        o.pwd_k = o.fin_k = pwd_k
+        o.sale_at = sale_at
+        self.orders.append(o)
+        self.order_ts.append(at)
+        self.by_srid[o.srid] = o
+        bisect.insort(self.order_events, (o.lcd0, idx))
+        if sale_at is not None:
+            bisect.insort(self.sale_events, (sale_at, idx, 0))
+        self.forget(day_number(at))
+        return o
+
+    def redate(self, o: Order, new_date: int, t: int) -> None:
+        """WB re-dates the order now: its ``date`` becomes ``new_date``, its lastChangeDate now."""
+        o.moved_at = max(t, o.last_change(t) + 1)
+        o.moved_date = new_date
+        if o not in self.moved_orders:
+            self.moved_orders.append(o)
+        bisect.insort(self.order_events, (o.moved_at, o.idx))
+        self.forget(day_number(o.date), day_number(new_date))
+
+    def redate_sale(self, o: Order, new_date: int, t: int) -> None:
+        """WB re-dates the order's sale now: its ``date`` becomes ``new_date``, its lastChangeDate now."""
+        if o.sale_at is None or o.sale_at > t:
+            raise ValueError(f"order {o.srid} has not been bought out yet")
+        o.sale_moved_at = max(t, (o.sale_change_at(t) or t) + 1)
+        o.sale_moved_date = new_date
+        if o not in self.moved_sales:
+            self.moved_sales.append(o)
+        bisect.insort(self.sale_events, (o.sale_moved_at, o.idx, 0))
 
     def cancel(self, o: Order, t: int) -> None:
         if o.cancel_at is not None and o.cancel_at <= t:

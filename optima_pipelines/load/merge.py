@@ -1,7 +1,10 @@
 """Idempotent upserts: COPY into a temporary table, then one INSERT ... ON CONFLICT DO UPDATE.
 
 Only rows whose values actually differ are updated, so re-running a load changes nothing (and
-reports nothing changed). The caller owns the transaction: the staged rows, the merge and any
+reports nothing changed). A row whose day changes (an order WB re-dates: same srid, another
+``date``) is reported on both days: the day it reached (``updated_by_day``) and the day it left
+(``left_by_day``), found by joining the staged rows with the table before the upsert (PostgreSQL
+15 has no OLD in RETURNING). The caller owns the transaction: the staged rows, the merge and any
 cursor update commit together, or not at all, so a run that dies midway leaves no partial rows.
 """
 
@@ -34,10 +37,12 @@ class MergeResult:
     #: Per business day (the table's day column): rows inserted, rows changed.
     inserted_by_day: Counter[date] = field(default_factory=Counter)
     updated_by_day: Counter[date] = field(default_factory=Counter)
+    #: Per business day: rows that moved from it to another day (their update is counted on the new one).
+    left_by_day: Counter[date] = field(default_factory=Counter)
 
     @property
     def changed_days(self) -> set[date]:
-        return set(self.inserted_by_day) | set(self.updated_by_day)
+        return set(self.inserted_by_day) | set(self.updated_by_day) | set(self.left_by_day)
 
     @property
     def unchanged(self) -> int:
@@ -49,6 +54,7 @@ class MergeResult:
         self.updated += other.updated
         self.inserted_by_day.update(other.inserted_by_day)
         self.updated_by_day.update(other.updated_by_day)
+        self.left_by_day.update(other.left_by_day)
         return self
 
 
@@ -118,6 +124,17 @@ def merge_rows(
         ]
     )
     day = ident(day_column) if day_column else sql.SQL("NULL::date")
+    result = MergeResult(rows_staged=staged)
+    if day_column is not None and day_column not in key:
+        # Rows whose day the merge changes: the day each leaves, read before the upsert rewrites it.
+        moved = sql.SQL(
+            "SELECT t.{day}, count(*) FROM (SELECT DISTINCT ON ({keys}) {keys}, {day} FROM {stage}"
+            " ORDER BY {keys}, ctid DESC) AS s JOIN {table} AS t USING ({keys})"
+            " WHERE t.{day} IS DISTINCT FROM s.{day} GROUP BY t.{day}"
+        ).format(day=ident(day_column), keys=keys, stage=ident(stage), table=ident(table))
+        for day_value, left in conn.execute(moved):
+            if day_value is not None:
+                result.left_by_day[day_value] = left
     # Duplicate keys within the load: the last row written (highest ctid) wins. The rows changed are
     # counted per day in SQL: returning one row per merged row to Python costs more than the count.
     query = sql.SQL(
@@ -137,7 +154,6 @@ def merge_rows(
         distinct=distinct,
         day=day,
     )
-    result = MergeResult(rows_staged=staged)
     for day_value, inserted, updated in conn.execute(query):
         result.inserted += inserted
         result.updated += updated

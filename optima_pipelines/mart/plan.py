@@ -27,6 +27,12 @@ sensor's plans are first widened (``widen``): a recompute skips the pairs whose 
 change, so the few days and rollups a window's syncs touched, which differ from cabinet to cabinet,
 become one span and one set of rollups, and a window of 1,000 cabinets is one run, not fifteen.
 The nightly merge's forced recompute is planned exactly.
+
+No stale day is left: every (cabinet, day) whose watermark says stale (``stale_pairs``: the feeds
+changed after its last recompute, which the checks report as "a re-aggregation is due") is added to
+the sensor's next plan and to the nightly merge's, whatever its age within the table partitions
+(a change the sensor never heard of, such as an order WB re-dated before loads reported the day it
+left, would otherwise wait for ever).
 """
 
 from __future__ import annotations
@@ -331,6 +337,38 @@ def merge_sync_demands(
     return demands
 
 
+def stale_pairs(
+    conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date
+) -> dict[tuple[str, date], set[str]]:
+    """(cabinet, day) → the РНП tables whose watermark says the pair is stale (sql/stale_pairs.sql),
+    within [first, last] and covered by rnp_daily's table partitions (the others' rows are dropped by
+    design and would be stale for ever)."""
+    if not cabinets:
+        return {}
+    rows = conn.execute(
+        statement("stale_pairs"),
+        {"cabinets": list(cabinets), "first": first, "last": last, "tables": [*ROLLUPS, MART]},
+    ).fetchall()
+    found: dict[tuple[str, date], set[str]] = {}
+    for cabinet, day, table in rows:
+        found.setdefault((cabinet, day), set()).add(table)
+    covered = covered_days(list_partitions(conn, MART), [d for _, d in found])
+    return {pair: tables for (pair, tables), ok in zip(found.items(), covered, strict=True) if ok}
+
+
+def stale_demands(stale: Mapping[tuple[str, date], set[str]]) -> Demands:
+    """The recompute a stale pair needs: its stale rollups (none: the merge alone, which always runs)."""
+    return {pair: {t for t in tables if t in ROLLUPS} for pair, tables in stale.items()}
+
+
+def add_demands(demands: Demands, more: Mapping[tuple[str, date], set[str]]) -> Demands:
+    """``demands`` with ``more`` added (the rollups of a pair in both are united)."""
+    out: Demands = {pair: set(wanted) for pair, wanted in demands.items()}
+    for pair, wanted in more.items():
+        out.setdefault(pair, set()).update(wanted)
+    return out
+
+
 def days_to_heal(conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date) -> list[tuple[str, date]]:
     """(cabinet, day) pairs in [first, last] with orders but no rnp_daily rows, index probes only."""
     rows = conn.execute(
@@ -356,15 +394,18 @@ def source_order_days(
 class MergeSyncPlan:
     demands: Demands
     healed: list[tuple[str, date]]
+    #: Pairs outside the window whose watermark said stale, recomputed with the window.
+    stale: list[tuple[str, date]] = field(default_factory=list)
 
 
 def plan_merge_sync(conn: psycopg.Connection, cabinets: Sequence[str], today: date, first_day: date) -> MergeSyncPlan:
     """Every rollup and the merge for the last MERGE_WINDOW_DAYS days of each cabinet, plus the
-    days of the last HEAL_DAYS with orders and no rnp_daily rows, plus the finance rollup of the
-    days where report lines of the window belong (their source orders' days): a line whose order
-    arrived after it leaves its own day and reaches its order's even if the sensor missed the
-    order's event. Days without a table partition are left out: their rows are dropped by design,
-    and would be "healed" every night."""
+    days of the last HEAL_DAYS with orders and no rnp_daily rows, plus every day whose watermark
+    says stale, whatever its age (``stale_pairs``), plus the finance rollup of the days where
+    report lines of the window belong (their source orders' days): a line whose order arrived
+    after it leaves its own day and reaches its order's even if the sensor missed the order's
+    event. Days without a table partition are left out: their rows are dropped by design, and
+    would be "healed" every night."""
     heal_from = max(first_day, today - timedelta(HEAL_DAYS - 1))
     candidates = days_to_heal(conn, cabinets, heal_from, today) if cabinets else []
     window_start = today - timedelta(MERGE_WINDOW_DAYS - 1)
@@ -376,4 +417,7 @@ def plan_merge_sync(conn: psycopg.Connection, cabinets: Sequence[str], today: da
         return [p for p, keep in zip(pairs, ok, strict=True) if keep and p[1] >= first_day]
 
     healed = covered(candidates)
-    return MergeSyncPlan(merge_sync_demands(cabinets, today, first_day, healed, covered(placed)), healed)
+    window = {(c, today - timedelta(n)) for c in cabinets for n in range(MERGE_WINDOW_DAYS)}
+    stale = sorted(set(stale_pairs(conn, cabinets, first_day, today)) - window - set(healed))
+    demands = merge_sync_demands(cabinets, today, first_day, [*healed, *stale], covered(placed))
+    return MergeSyncPlan(demands, healed, stale)

@@ -11,7 +11,8 @@ their last recompute (their watermark, mart/recompute.py), so asking twice costs
 A failed read skips the tick without moving the cursor, so nothing is lost; and nothing the sensor
 does can fail an import (imports only log events). The nightly rnp-merge-sync (orchestration/cadences.py calls
 ``merge_sync_requests``) recomputes the last three days of every active cabinet and heals any of
-the last 90 days that has orders but no rnp_daily rows, which also covers missed ticks of its own
+the last 90 days that has orders but no rnp_daily rows, and every day whose watermark says stale
+(whatever its age: the sensor adds those to each plan too), which also covers missed ticks of its own
 schedule (Dagster schedules do not catch up, DESIGN.md §4.8); it also recomputes rnp_finance of
 the days where the three days' report lines belong (their source orders' days).
 """
@@ -51,10 +52,13 @@ from optima_pipelines.mart.plan import (
     MAX_EVENTS_PER_FEED,
     MERGE_WINDOW_DAYS,
     Recompute,
+    add_demands,
     demands_from_changes,
     parse_cursor,
     plan_merge_sync,
     plan_recomputes,
+    stale_demands,
+    stale_pairs,
     tick_id,
     widen,
 )
@@ -234,15 +238,24 @@ def rnp_reaggregate_sensor(context: SensorEvaluationContext, warehouse: Warehous
     except (psycopg.Error, OptimaError) as exc:  # sized as unknown: smaller runs, nothing lost
         context.log.warning(f"could not read the cabinets' sizes: {exc.__class__.__name__}: {exc}")
         sizes = {}
+    # Pairs a check would call stale, whatever the events said (a change no event named): with this plan.
+    try:
+        with warehouse.connect() as conn:
+            stale = stale_pairs(conn, known, first_day, today_moscow())
+    except (psycopg.Error, OptimaError) as exc:  # the nightly merge recomputes them at the latest
+        context.log.warning(f"could not read the stale pairs: {exc.__class__.__name__}: {exc}")
+        stale = {}
     # The recompute skips every pair whose feeds did not change: the plan may ask for more to need fewer runs.
-    plan = plan_recomputes(widen(wanted.demands, known), known, products=sizes)
+    plan = plan_recomputes(add_demands(widen(wanted.demands, known), stale_demands(stale)), known, products=sizes)
     tick = tick_id(read.cursor)
     tags = {**queue_tags(RE_AGGREGATE, priority=PRIORITY_REAGGREGATE), TAG_TRIGGER: "sensor"}
     if read.oldest_at is not None:
         tags[TAG_SOURCE_EVENT_AT] = datetime.fromtimestamp(read.oldest_at, UTC).isoformat()
     requests = [run_request(r, tags, f"rnp:{tick}:{r.key}") for r in plan]
     context.log.info(
-        f"{read.read} feed events → {len(wanted.demands)} (cabinet, day) partitions → {len(requests)} runs"
+        f"{read.read} feed events → {len(wanted.demands)} (cabinet, day) partitions"
+        + (f" and {len(stale)} stale ones" if stale else "")
+        + f" → {len(requests)} runs"
         + (f"; new cabinets {', '.join(new_cabinets)}" if new_cabinets else "")
     )
     return SensorResult(
@@ -274,7 +287,8 @@ def merge_sync_requests(context: ScheduleEvaluationContext, warehouse: Warehouse
     recomputes = plan_recomputes(plan.demands, known)
     context.log.info(
         f"{len(cabinets)} active cabinets × {MERGE_WINDOW_DAYS} days, {len(plan.healed)} days healed "
-        f"({plan.healed[:5]}{'...' if len(plan.healed) > 5 else ''}) → {len(recomputes)} runs"
+        f"({plan.healed[:5]}{'...' if len(plan.healed) > 5 else ''}), {len(plan.stale)} stale days "
+        f"({plan.stale[:5]}{'...' if len(plan.stale) > 5 else ''}) → {len(recomputes)} runs"
     )
     if not recomputes:
         return SkipReason("no active cabinet with partitions")
@@ -297,7 +311,8 @@ _MERGE = cadence("rnp_merge_sync")
     job=rnp_recompute_job,
     default_status=schedule_status(_MERGE.name),
     description="rnp-merge-sync: every rollup and rnp_daily for the last 3 days of every active cabinet, plus "
-    "self-healing: each of the last 90 days with orders but no rnp_daily rows.",
+    "self-healing: each of the last 90 days with orders but no rnp_daily rows, and every day whose "
+    "watermark says stale.",
 )
 def rnp_merge_sync(context: ScheduleEvaluationContext, warehouse: Warehouse) -> list[RunRequest] | SkipReason:
     return merge_sync_requests(context, warehouse)

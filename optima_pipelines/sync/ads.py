@@ -7,6 +7,10 @@ campaigns a request, per campaign, Moscow day, app and product → ``ad_campaign
 lists products a campaign did not advertise but sold through it ("associated" products): they are
 kept, with ``is_associated`` set, so that they can be told apart.
 
+An answer is the whole truth for the campaigns and days it was asked about (a snapshot, docs/data.md):
+the rows of that scope it no longer holds are removed (``replace_scope``), and what it said per
+campaign and day is recorded in ``ad_stats_answers`` (migration 0020), in the answer's transaction.
+
 fullstats allows one request per 20 s (3 a minute, burst 1): a run sends what the limiter lets it
 send without waiting more than a few seconds, stores each answer with the list of chunks still to
 load (sync_state feed ``ads``), and defers; the resume sensor runs it again when WB allows.
@@ -14,8 +18,10 @@ load (sync_state feed ``ads``), and defers; the resume sensor runs it again when
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from datetime import date, timedelta
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -23,7 +29,7 @@ import psycopg
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import AUTOBIDDER_SYNC, RNP_ADS_SYNC
-from optima_pipelines.sync.runs import FeedLoad, SyncInput, finish, page_connection, paged_load
+from optima_pipelines.sync.runs import FeedLoad, SyncInput, finish, page_connection, paged_load, sql_file
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import AdStat, Campaign
@@ -146,6 +152,51 @@ def _advertised(conn: psycopg.Connection, cabinet_id: str) -> set[tuple[int, int
     return {(a, n) for a, n in rows.fetchall()}
 
 
+def replace_scope(
+    conn: psycopg.Connection, run: FeedLoad, adverts: Sequence[int], first: date, last: date, stats: Sequence[AdStat]
+) -> None:
+    """After an answer's rows were merged: remove the rows of its scope (``adverts`` × [first, last])
+    it no longer holds, counted as deleted on their days, and record what it said per campaign and
+    day (``ad_stats_answers``), in the caller's transaction."""
+    stats = [s for s in stats if first <= s.day <= last]
+    gone = conn.execute(
+        sql_file("ads_replace_scope"),
+        {
+            "cabinet_id": run.cabinet_id,
+            "adverts": list(adverts),
+            "first": first,
+            "last": last,
+            "k_advert": [s.advert_id for s in stats],
+            "k_day": [s.day for s in stats],
+            "k_app": [s.app_type for s in stats],
+            "k_nm": [s.nm_id for s in stats],
+        },
+    ).fetchall()
+    run.deleted(d for (d,) in gone)
+    said: dict[tuple[int, date], list[Any]] = defaultdict(lambda: [0, Decimal(0), 0, Decimal(0)])
+    for s in {(s.advert_id, s.day, s.app_type, s.nm_id): s for s in stats}.values():  # WB's repeats: the last
+        figures = said[(s.advert_id, s.day)]
+        figures[0] += 1
+        figures[1] += s.sum
+        figures[2] += s.orders
+        figures[3] += s.sum_price
+    pairs = [(a, first + timedelta(n)) for a in adverts for n in range((last - first).days + 1)]
+    figures = [said.get(pair, [0, Decimal(0), 0, Decimal(0)]) for pair in pairs]
+    conn.execute(
+        sql_file("ads_record_answer"),
+        {
+            "cabinet_id": run.cabinet_id,
+            "run_id": run.run_id,
+            "adverts": [a for a, _ in pairs],
+            "days": [d for _, d in pairs],
+            "rows": [f[0] for f in figures],
+            "spend": [f[1] for f in figures],
+            "orders": [f[2] for f in figures],
+            "orders_sum": [f[3] for f in figures],
+        },
+    )
+
+
 def load_stats(
     inp: SyncInput,
     chunks: list[list[int]],
@@ -158,11 +209,14 @@ def load_stats(
 ) -> FeedLoad:
     """fullstats for each chunk over [begin, end], each answer merged with the chunks still to go.
 
-    ``only_day`` keeps the rows of that day only (a partition run). With ``state_feed`` the pending
-    chunks are saved after every answer, so a deferred cycle resumes where it stopped."""
+    ``only_day`` keeps the rows of that day only (a partition run). Each answer replaces the rows of
+    its chunk's campaigns over [begin, end] (``only_day``: that day), see ``replace_scope``. With
+    ``state_feed`` the pending chunks are saved after every answer, so a deferred cycle resumes where
+    it stopped."""
     cabinet_id, run_id, client = inp.cabinet_id, inp.run_id, inp.client()
     run = FeedLoad(queue, STATS_FEED, cabinet_id, run_id, inp.trigger)
     window = {"begin": begin.isoformat(), "end": end.isoformat()}
+    first, last = (only_day, only_day) if only_day is not None else (begin, end)
     with page_connection(inp.connect) as conn:
         advertised = _advertised(conn, cabinet_id)
         with paged_load(conn, run, state_feed):
@@ -182,6 +236,10 @@ def load_stats(
                         run_id=run_id,
                     )
                     run.screen(conn, answer.screening)
+                    if not answer.screening.refused:
+                        # An answer with a refused row is not the whole truth of its scope: it removes
+                        # nothing (the row WB sent wrong keeps what it had), as a cut-short listing.
+                        replace_scope(conn, run, chunk, first, last, stats)
                     if state_feed is not None:
                         save_cursor(conn, cabinet_id, state_feed, {**window, "pending": chunks[i + 1 :]}, run_id)
         if run.deferred_until is None:

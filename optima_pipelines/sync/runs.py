@@ -150,6 +150,7 @@ class FeedLoad:
             rows_inserted=self.merge.inserted_by_day.get(day, 0),
             rows_updated=self.merge.updated_by_day.get(day, 0),
             rows_deleted=self.deleted_by_day.get(day, 0),
+            rows_left=self.merge.left_by_day.get(day, 0),
             trigger=trigger,
             request_id=request_id,
             affected_days=tuple(self.affected.get(day, ())),

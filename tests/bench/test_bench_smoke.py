@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from bench import definitions_scale, harness, ingest, rnp_recompute, run_all
+from bench import definitions_scale, harness, ingest, merge_backlog, rnp_recompute, run_all
 
 
 def run_one(module, **sizes) -> harness.Bench:  # type: ignore[no-untyped-def]
@@ -50,6 +50,31 @@ def test_rnp_recompute_reports_sql_against_pandas_and_one_changed_day() -> None:
     bench = run_one(rnp_recompute, days=3, products=20)
     assert [f.baseline_name for f in bench.figures] == ["pandas, rnp_daily only", "pandas", "pandas, same day"]
     assert all(f.value > 0 and f.baseline for f in bench.figures)
+
+
+def test_merge_backlog_heals_every_stale_day_and_reports_both_nights_against_their_baselines() -> None:
+    bench = run_one(merge_backlog, cabinets=4, products=2, days=9, stale=2)
+    assert [f.baseline_name for f in bench.figures] == [
+        "the same night planned as before issue 38",
+        "the night without a backlog (same run)",
+        "the plan's read of the days to heal",
+    ]
+    assert "(8 healed)" in bench.figures[1].name  # 2 stale days × 4 cabinets, none left (else it exits)
+    assert all(f.value > 0 and f.baseline for f in bench.figures)
+
+
+def test_merge_backlog_refuses_figures_when_the_merge_leaves_a_stale_day(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    real = merge_backlog.plan_merge_sync
+
+    def without_stale(conn, cabinets, today, first_day):  # type: ignore[no-untyped-def]
+        plan = real(conn, cabinets, today, first_day)
+        for pair in plan.stale:
+            plan.demands.pop(pair, None)
+        return plan
+
+    monkeypatch.setattr(merge_backlog, "plan_merge_sync", without_stale)
+    with pytest.raises(SystemExit, match="left 8 stale"):
+        run_one(merge_backlog, cabinets=4, products=2, days=9, stale=2)
 
 
 def test_rnp_recompute_refuses_figures_when_one_cell_differs_from_pandas(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]

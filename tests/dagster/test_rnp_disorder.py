@@ -3,12 +3,16 @@
 For each seed (``--seeds N``, default 5) a small world (one cabinet, two in every fifth seed) with
 every disorder mode of the simulator on (``wb_simulator.disorder``: orders delivered after their
 report lines, late cancellations, foreign returns, service lines on nmId 0, short, repeated and
-failing finance pages) goes through a random sequence of increments, backfills, user imports, finance, ad, funnel and
+failing finance pages, past ad days revised with rows dropped, orders and sales re-dated a day
+earlier) goes through a random sequence of increments, backfills, user imports, finance, ad, funnel and
 stock syncs, clock moves and re-aggregations: the real jobs in process, and the real
 ``rnp_reaggregate_sensor`` evaluated on the instance (its run requests executed as the daemon
 would). At the end (every feed synced once more, the sensor run until it has nothing left):
 
 - every finance page WB delivered intact was stored, even by a sync that failed later on;
+- ``ad_campaign_stats`` holds exactly what WB's fullstats says now for the ad sync's window (a
+  revised day's dropped rows are gone), and ``wb_orders`` / ``wb_sales`` hold every row on the day
+  WB dates it now (a re-dated row on its new day);
 - ``wb_report_lines`` holds every line WB has for the sync's window (paged until the 204);
 - every ``rnp_daily`` cell of every cabinet, day and product equals ``expected_mart``, computed
   here in plain Python from rows of the raw tables with docs/data.md's definitions (never the
@@ -31,6 +35,7 @@ from dagster import build_sensor_context
 
 from optima_pipelines.definitions import RESOURCES
 from optima_pipelines.sensors.rnp import rnp_reaggregate_sensor
+from optima_pipelines.sync import ads
 from optima_pipelines.sync import finance as fin
 from optima_pipelines.timeutil import MOSCOW, today_moscow
 from tests.rnp_feeds import execute_request
@@ -54,6 +59,9 @@ DISORDER = Disorder(
     short_pages=0.8,
     repeated_lines=0.4,
     page_failures=0.25,
+    revised_ad_days=0.5,
+    redated_orders=0.3,
+    redated_sales=0.3,
 )
 
 
@@ -149,6 +157,7 @@ def test_disorder_every_rnp_cell_equals_the_raw_tables(
                     "finance",
                     "finance",
                     "ads",
+                    "ads",
                     "snapshot",
                     "advance",
                     "reaggregate",
@@ -186,9 +195,14 @@ def test_disorder_every_rnp_cell_equals_the_raw_tables(
                 cursor = reaggregate(instance, cursor, story)
             story.steps.append(f"{action} {cabinet}" if action != "reaggregate" else action)
 
-        # The end of the story: every feed once more, then the sensor until it has nothing left.
+        # The end of the story: the clock moves on by what is left of the lag (what WB revises after
+        # the syncs above have loaded it comes now), every feed once more, then the sensor until it
+        # has nothing left.
+        if LAG - timedelta(hours=2) - moved > timedelta(0):
+            sim.advance(LAG - timedelta(hours=2) - moved)
         for cabinet in cabinets:
             assert run_job("digitization_increment", instance, cabinet).success, str(story)
+            assert run_job("ads_sync", instance, cabinet).success, str(story)
             for _ in range(6):
                 if sync_finance(sim, instance, conn, cabinet, story):
                     break
@@ -213,6 +227,12 @@ def test_disorder_every_rnp_cell_equals_the_raw_tables(
         missing = wb_lines - ours
         assert not missing, f"{story}: {len(missing)} of WB's {len(wb_lines)} report lines of {cabinet} never stored"
 
+    for cabinet in cabinets:
+        wrong = stored_as_wb_says(sim, conn, cabinet)
+        assert not wrong, f"{story}: the raw tables of {cabinet} differ from what WB says now:\n" + "\n".join(
+            wrong[:25]
+        )
+
     mismatches = compare(expected_mart(conn), actual_mart(conn))
     assert not mismatches, f"{story}: {len(mismatches)} rnp_daily cells differ from the raw tables:\n" + "\n".join(
         mismatches[:25]
@@ -222,6 +242,45 @@ def test_disorder_every_rnp_cell_equals_the_raw_tables(
     assert story.checks, f"{story}: no asset check ran"
     failed = story.failed_checks()
     assert not failed, f"{story}: asset checks failed:\n" + "\n".join(failed[:25])
+
+
+def stored_as_wb_says(sim: Simulator, conn, cabinet: str) -> list[str]:
+    """Where the raw tables differ from WB's answers now: each order and sale on the day WB dates it,
+    and the ad sync's window (the days WB has statistics for) row for row with fullstats."""
+    out = []
+    for table, key, rows_now in (
+        ("wb_orders", "srid", sim.truth.orders(cabinet)),
+        ("wb_sales", "sale_id", sim.truth.sales(cabinet)),
+    ):
+        wb_key = "srid" if key == "srid" else "saleID"
+        ours = dict(conn.execute(f"SELECT {key}, day FROM {table} WHERE cabinet_id = %s", (cabinet,)).fetchall())
+        for row in rows_now:
+            day = date.fromisoformat(row["date"][:10])
+            if ours.get(row[wb_key]) != day:
+                out.append(f"{table} {row[wb_key]}: WB dates it {day}, the table has {ours.get(row[wb_key])}")
+    first, _ = ads.ads_window()
+    day = first
+    while day < sim.today():
+        wb_rows = {
+            (advert, app["appType"], nm["nmId"]): Decimal(str(nm["sum"]))
+            for advert, item in sim.truth.ad_stats(cabinet, day).items()
+            for app in item["apps"]
+            for nm in app["nms"]
+        }
+        stored = {
+            (advert, app, nm): spend
+            for advert, app, nm, spend in conn.execute(
+                "SELECT advert_id, app_type, nm_id, sum FROM ad_campaign_stats WHERE cabinet_id = %s AND day = %s",
+                (cabinet, day),
+            )
+        }
+        for k in sorted(set(wb_rows) | set(stored)):
+            if wb_rows.get(k) != stored.get(k):
+                out.append(
+                    f"ad_campaign_stats {day} (advert, app, nm) {k}: WB says {wb_rows.get(k)}, stored {stored.get(k)}"
+                )
+        day += timedelta(days=1)
+    return out
 
 
 # -- the independent computation: rnp_daily from the raw tables, docs/data.md's definitions ---------

@@ -40,6 +40,22 @@ def test_only_changed_rows_are_updated_and_their_days_reported(warehouse_conn):
     assert warehouse_conn.execute("SELECT is_cancel, run_id FROM wb_orders WHERE srid = 'b'").fetchone() == (True, "r2")
 
 
+def test_a_row_whose_day_changes_reports_the_day_it_left_and_the_day_it_reached(warehouse_conn):
+    merge(warehouse_conn, [order("a", 3), order("b", 3), order("c", 5)])
+    # WB re-dates "a" one day earlier (a newer lastChangeDate); "c" comes back twice in the load, the
+    # last time on the day it already has: it did not move.
+    result = merge(
+        warehouse_conn,
+        [order("a", 2, changed_hour=18), order("c", 4, changed_hour=18), order("c", 5, changed_hour=19)],
+        run_id="r2",
+    )
+    assert dict(result.left_by_day) == {date(2026, 11, 3): 1}
+    assert dict(result.updated_by_day) == {date(2026, 11, 2): 1, date(2026, 11, 5): 1}
+    assert result.changed_days == {date(2026, 11, 2), date(2026, 11, 3), date(2026, 11, 5)}
+    again = merge(warehouse_conn, [order("a", 2, changed_hour=18)], run_id="r3")
+    assert (again.changed_days, dict(again.left_by_day)) == (set(), {})
+
+
 def test_money_keeps_every_kopeck(warehouse_conn):
     merge(warehouse_conn, [order("a", 1, price="1234567.89"), order("b", 1, price="0.01")])
     total = warehouse_conn.execute("SELECT sum(total_price) FROM wb_orders").fetchone()[0]

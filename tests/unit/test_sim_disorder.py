@@ -116,3 +116,40 @@ def test_finance_pages_are_short_repeat_a_line_fail_and_end_only_with_204() -> N
     assert ledger.pages is not None and ledger.pages.served == set(ids)
     # Short pages that were not the last: fewer lines than the limit, and more came after.
     assert len(truth) < 200 * (statuses.count(200) - 1)
+
+
+def day_of(row: dict) -> date:
+    return date.fromisoformat(row["date"][:10])
+
+
+@pytest.mark.parametrize("feed", ["orders", "sales"])
+def test_redated_rows_come_back_a_day_earlier_with_a_newer_last_change(feed: str) -> None:
+    sim = small_sim(disorder=Disorder.only(f"redated_{feed}", 0.3))
+    key = "srid" if feed == "orders" else "saleID"
+    rows = getattr(sim.truth, feed)
+    before = {r[key]: r for r in rows("c1")}
+    sim.advance(timedelta(hours=30))
+    after = {r[key]: r for r in rows("c1")}
+    moved = [k for k in before if k in after and day_of(after[k]) != day_of(before[k])]
+    assert moved, f"some {feed} row was re-dated within 30 hours"
+    for k in moved:
+        assert day_of(after[k]) == day_of(before[k]) - timedelta(days=1)
+        assert after[k]["lastChangeDate"] > before[k]["lastChangeDate"]
+        # flag=1 serves it on its new day only.
+        assert k in {r[key] for r in rows("c1", day_of(after[k]))}
+        assert k not in {r[key] for r in rows("c1", day_of(before[k]))}
+
+
+def test_a_revised_ad_day_drops_the_other_apps_rows_and_keeps_its_total() -> None:
+    sim = small_sim(disorder=Disorder.only("revised_ad_days", 1.0))
+    yesterday = sim.today()
+    now = sim.now()
+    sim.advance(datetime.combine(yesterday + timedelta(days=1), datetime.min.time(), now.tzinfo) - now)
+    before = sim.truth.ad_stats("c1", yesterday)  # the day has just ended: not revised yet
+    sim.advance(timedelta(hours=48))
+    after = sim.truth.ad_stats("c1", yesterday)
+    assert before and set(after) == set(before)
+    for advert, day in after.items():
+        assert [app["appType"] for app in day["apps"]] == [1]
+        assert day["sum"] == before[advert]["sum"] and day["orders"] == before[advert]["orders"]
+    assert any(len(day["apps"]) > 1 for day in before.values())

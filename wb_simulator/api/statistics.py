@@ -24,7 +24,7 @@ def _orders(req: Request, since: int, flag: int) -> list[dict[str, Any]]:
     cab, t = req.cabinet, req.t
     keep = req.sim.retention_from(t)
     if flag:
-        found = [o for o in cab.orders_of_day(day_number(since)) if cab.visible(o, t, keep)]
+        found = [o for o in cab.orders_of_day(day_number(since), t) if cab.visible(o, t, keep)]
     else:
         found = cab.orders_changed_since(since, t, keep, PAGE_ROWS)
     return [rows.order_row(o, t) for o in found]
@@ -38,7 +38,7 @@ def _sales(req: Request, since: int, flag: int) -> list[dict[str, Any]]:
         found = [(o, k) for o, k in cab.sales_between(day_start(dn), day_start(dn + 1), t) if cab.kept(o, keep)]
     else:
         found = cab.sales_since(since, t, keep, PAGE_ROWS)
-    return [rows.sale_row(o, k) for o, k in found]
+    return [rows.sale_row(o, k, t) for o, k in found]
 
 
 def _feed(req: Request, rows_of: Callable[[Request, int, int], list[dict[str, Any]]]) -> Response:
