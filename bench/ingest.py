@@ -43,7 +43,9 @@ from bench.harness import Bench, Option
 from bench.wb_parse import make_body
 from optima_pipelines.sync import digitization as dg
 from optima_pipelines.sync.runs import FeedLoad, SyncInput
+from optima_pipelines.timeutil import now_moscow
 from optima_pipelines.wb import Order
+from optima_pipelines.wb.screening import Page, decode_rows
 
 NAME = "ingest"
 TITLE = "WB orders JSON → wb_orders rows/s vs raw COPY (unlogged) and pandas.to_sql"
@@ -73,9 +75,12 @@ class PagesClient:
     def __init__(self, bodies: list[bytes]) -> None:
         self.bodies = bodies
 
-    def iter_orders(self, date_from: Any, *, flag: int = 0, seen: Any = ()) -> Iterator[list[Order]]:
+    def iter_orders(self, date_from: Any, *, flag: int = 0, seen: Any = ()) -> Iterator[Page[Order]]:
+        now = now_moscow()
         for body in self.bodies:
-            yield msgspec.json.decode(body, type=list[Order])
+            # The client's decode: msgspec, then each row judged (wb/screening.py).
+            rows, screening = decode_rows(body, list[Order], now, lambda problem, _field: RuntimeError(problem))
+            yield Page(rows, screening)
 
 
 @dataclass

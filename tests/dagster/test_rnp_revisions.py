@@ -21,6 +21,9 @@ import pytest
 from dagster import build_sensor_context
 
 from optima_pipelines.definitions import RESOURCES
+from optima_pipelines.mart.checks import CHECK_METRICS, compare_with_feeds, evaluate_checks
+from optima_pipelines.mart.recompute import TABLES, recompute_tables
+from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.sensors.rnp import rnp_reaggregate_sensor
 from optima_pipelines.timeutil import today_moscow
 from tests.rnp_feeds import execute_request, rnp_rows
@@ -63,7 +66,7 @@ def at(day: date, hour: int) -> datetime:
     return datetime.combine(day, time(hour))
 
 
-def test_an_ad_day_revised_with_a_row_fewer_loses_that_row(wb, warehouse_conn, dagster_instance):
+def test_an_ad_day_revised_with_a_row_fewer_loses_that_row(wb, warehouse_conn, dagster_instance, settings):
     reaggregate = Reaggregation(dagster_instance)
     advert = wb.cabinets[CABINET].campaigns[0].advert_id
     day = today_moscow() - timedelta(days=1)  # in the ad sync's 3-day window
@@ -102,6 +105,25 @@ def test_an_ad_day_revised_with_a_row_fewer_loses_that_row(wb, warehouse_conn, d
     ).fetchone()
     mart = sum(r["ad_spend"] for r in rnp_rows(warehouse_conn, "rnp_daily", CABINET, day).values())
     assert said == (mart,) == (Decimal("120"),)
+
+    # The check would have caught the old load, which only upserted: the dropped row back in the table
+    # and the mart recomputed from it (140), the ad-spend check compares with WB's last answer (120).
+    warehouse_conn.execute(
+        "CREATE TEMP TABLE kept AS SELECT * FROM ad_campaign_stats WHERE cabinet_id = %s AND day = %s AND nm_id = 1701",
+        (CABINET, day),
+    )
+    warehouse_conn.execute("UPDATE kept SET app_type = 64, sum = 20")
+    warehouse_conn.execute("INSERT INTO ad_campaign_stats SELECT * FROM kept")
+    recompute_tables(
+        Warehouse(database_url=settings.database_url, env=settings.env).connect, {t: [(CABINET, day)] for t in TABLES}
+    )
+    assert cell(warehouse_conn, day, 1701, "ad_spend") == (Decimal("140.00"),)
+    outcome = {
+        o.check_name: o
+        for o in evaluate_checks(compare_with_feeds(warehouse_conn, [(CABINET, day)]), sorted(CHECK_METRICS))
+    }["ad_spend_matches_ad_campaign_stats"]
+    assert not outcome.passed and not outcome.stale, outcome
+    assert "rnp_daily has 140" in outcome.description and "has 120" in outcome.description, outcome.description
 
 
 def test_an_order_re_dated_a_day_earlier_leaves_its_old_day(wb, warehouse_conn, dagster_instance):

@@ -1,5 +1,5 @@
 -- The asset checks of rnp_daily: per (cabinet, day), the mart's totals next to the same figures
--- taken straight from the feeds. The finance attribution is written differently from
+-- taken straight from the feeds (the ad spend: from what WB's latest answers said). The finance attribution is written differently from
 -- rnp_finance.sql on purpose (the day is the order's day, and a line without an order its own day,
 -- read from wb_orders, not from attributed_day), so that the check also catches a slip in the rollup
 -- or in the lines' placement, not only rows changed behind its back.
@@ -37,9 +37,16 @@ CROSS JOIN LATERAL (
     WHERE o.cabinet_id = k.cabinet_id AND o.day = k.day
 ) orders
 CROSS JOIN LATERAL (
-    SELECT coalesce(sum(a.sum), 0) AS ad_spend
-    FROM ad_campaign_stats a
-    WHERE a.cabinet_id = k.cabinet_id AND a.day = k.day
+    -- What WB last said of each campaign's day: ad_stats_answers, written from the fullstats answer
+    -- itself (migration 0020), so rows the table kept that the latest answer dropped show as a
+    -- mismatch; a campaign's day no answer recorded counts as its rows in ad_campaign_stats.
+    SELECT coalesce((SELECT sum(s.spend) FROM ad_stats_answers s
+                     WHERE s.cabinet_id = k.cabinet_id AND s.day = k.day), 0)
+         + coalesce((SELECT sum(a.sum) FROM ad_campaign_stats a
+                     WHERE a.cabinet_id = k.cabinet_id AND a.day = k.day
+                       AND NOT EXISTS (SELECT FROM ad_stats_answers s
+                                       WHERE s.cabinet_id = a.cabinet_id AND s.advert_id = a.advert_id
+                                         AND s.day = a.day)), 0) AS ad_spend
 ) ads
 CROSS JOIN LATERAL (
     -- A line lands on the day through its order's day, or, without an order, through its own day.
