@@ -73,9 +73,47 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the xdist_group marks added here
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The system tests first: they are the longest files, and the two workers then end together."""
-    items.sort(key=lambda item: item.path.parent.name != "system")
+    """The system tests first: they are the longest, and the two workers then end together. The tests
+    of one shared deployment (tests/system/conftest.py) go to one worker as one group, together:
+    those marked ``late`` after the others, those that stop their deployment last; groups before the
+    other system files."""
+    from tests.system.conftest import group_of
+
+    order = {item: i for i, item in enumerate(items)}
+    groups: dict[str, int] = {}
+    for item in items:
+        group = group_of(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+            groups.setdefault(group, len(groups))
+
+    def key(item: pytest.Item) -> tuple[bool, int, int, int]:
+        group = group_of(item)
+        return (
+            item.path.parent.name != "system",
+            groups[group] if group else len(groups),
+            (item.get_closest_marker("late") is not None) + 2 * (item.get_closest_marker("stops_deployment") is not None),
+            order[item],
+        )
+
+    items.sort(key=key)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` as pytest.ini asks, but a test without an xdist_group goes with its file
+    (as ``--dist loadfile``): a file's module fixtures are set up once, in one worker."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class GroupOrFileScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return nodeid.split("::", 1)[0] if scope == nodeid else scope
+
+    return GroupOrFileScheduling(config, log)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

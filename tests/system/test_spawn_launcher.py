@@ -1,0 +1,54 @@
+"""OPTIMA_RUN_LAUNCHER=spawn end to end: no run workers; the code server starts a fresh process per run.
+
+The shared spawn deployment (tests/system/conftest.py) takes a user's import from the requests table
+to rows in the warehouse, as the default launcher does (tests/system/test_concurrency.py).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import psutil
+import pytest
+from dagster import DagsterEventType, DagsterRunStatus
+
+from optima_pipelines.timeutil import today_moscow
+from optima_pipelines.warehouse import requests as outbox
+from tests.system.harness import wait_for
+from wb_simulator import CabinetSpec
+
+pytestmark = pytest.mark.system
+
+
+def test_a_user_import_runs_in_a_process_the_code_server_started(spawn_stack):  # type: ignore[no-untyped-def]
+    stack, dev = spawn_stack, spawn_stack.dev
+    stack.add_cabinets(CabinetSpec(id="sp1", products=10, orders_per_day=40, history_days=20))
+    # No run worker among dev's processes: only the code server can start a run.
+    processes = psutil.Process(dev.proc.pid).children(recursive=True)
+    assert not [p for p in processes if "run-worker" in " ".join(p.cmdline())]
+    code_servers = {p.pid for p in processes if "code-server" in " ".join(p.cmdline())}
+    assert code_servers, [p.cmdline() for p in processes]
+
+    stack.start("requests_sensor")
+    since = today_moscow() - timedelta(days=3)
+    with stack.warehouse() as conn:
+        request_id = outbox.create_request(conn, "import-user-feeds", "sp1", {"dateFrom": since.isoformat()})
+        request = wait_for(
+            lambda: (r := outbox.get_request(conn, request_id)).status in ("succeeded", "failed") and r,
+            "the user's import to finish",
+            timeout=240,
+            dep=dev,
+        )
+        assert request.status == "succeeded", request.error
+        ours = {s for (s,) in conn.execute("SELECT srid FROM wb_orders WHERE cabinet_id = 'sp1'").fetchall()}
+    run = stack.instance.get_run_by_id(request.run_id)
+    assert run is not None and run.status == DagsterRunStatus.SUCCESS
+    assert not any(key.startswith("dagster-celery/") for key in run.tags), run.tags
+    # The run's process was a child of the code server, and is gone with the run.
+    [start] = stack.instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_START)
+    assert start.dagster_event is not None and start.dagster_event.pid not in code_servers
+    engine = [e.message for e in stack.instance.all_logs(run.run_id, of_type=DagsterEventType.ENGINE_EVENT)]
+    assert any("Started process for run" in m for m in engine), engine
+    # What WB holds of those days is in the warehouse.
+    wb = {o["srid"] for o in stack.sim.truth.orders("sp1") if o["date"][:10] >= since.isoformat()}
+    assert wb and wb <= ours
