@@ -35,11 +35,12 @@ A test may stop the deployment (``stack.stop_dev()``, ``stack.start_dev()``, SIG
 ``stack.dev.proc``): mark it ``@pytest.mark.stops_deployment``; it then runs last among the tests of
 its group (a test after it would start the deployment again: one more start-up).
 
-Scheduling: every test of one deployment runs in one pytest-xdist worker (an ``xdist_group`` the
-collection hook below adds from the fixtures a test uses; ``spawn`` shares the ``warm`` group so
-that a test can run both at once), grouped together, and a deployment is stopped as soon as the
-worker's next test does not use it. Each `optima-pipelines dev` start-up leaves its log,
-``dev-<port>.log``, under pytest's basetemp: ``find <basetemp> -name 'dev-*.log' | wc -l`` counts them.
+Scheduling: every test of one deployment group runs in one pytest-xdist worker, together (the
+group is derived from the ``*_stack`` fixtures a test uses; ``spawn`` shares the ``warm`` group so
+that a test can use both at once; tests/conftest.py's collection hook and scheduler), ordered by
+deployment, and a deployment is stopped after the last test of its group that uses it. Each `optima-pipelines
+dev` start-up leaves its log, ``dev-<port>.log``, under pytest's basetemp:
+``find <basetemp> -name 'dev-*.log' | wc -l`` counts them.
 """
 
 from __future__ import annotations
@@ -360,11 +361,10 @@ class Deployments:
         self.servers[config.name] = server
         return stack
 
-    def release_unneeded(self, nextitem: pytest.Item | None) -> None:
-        """Stop the deployments the next test does not use (none at the end)."""
-        needed = set(nextitem.fixturenames) if nextitem is not None else set()
+    def release_unneeded(self, item: pytest.Item) -> None:
+        """Stop the deployments no later test of this group (none, at the end) uses."""
         for name, stack in self.stacks.items():
-            if fixture_name(name) not in needed:
+            if not needed_after(item, name):
                 stack.stop_dev()
 
     def close(self) -> None:
@@ -420,8 +420,25 @@ def group_of(item: pytest.Item) -> str | None:
     return groups.pop() if groups else None
 
 
+#: The session's tests in the order they run (a worker runs a group's tests in this order).
+_ORDER: list[pytest.Item] = []
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _ORDER[:] = session.items
+
+
+def needed_after(item: pytest.Item, configuration: str) -> bool:
+    """Whether a test after ``item`` in its group uses this deployment (its worker runs them next)."""
+    group = group_of(item)
+    if group is None or item not in _ORDER:
+        return False
+    later = _ORDER[_ORDER.index(item) + 1 :]
+    return any(group_of(t) == group and configuration in deployments_of(t) for t in later)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
     yield
     for pool in _POOL:
-        pool.release_unneeded(nextitem)
+        pool.release_unneeded(item)

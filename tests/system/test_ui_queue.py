@@ -15,8 +15,8 @@ mutation($selector: JobOrPipelineSelector!) {
 """
 
 
-def test_ui_lists_the_location_and_a_queued_run_succeeds_on_postgres(shared_stack):  # type: ignore[no-untyped-def]
-    stack, dep = shared_stack, shared_stack.dev
+def test_ui_lists_the_location_and_a_queued_run_succeeds_on_postgres(spawn_stack):  # type: ignore[no-untyped-def]
+    stack, dep = spawn_stack, spawn_stack.dev
     stack.add_cabinet_row("ui-1", "UI cabinet", None)
     # no sensor runs: the run goes through the queue alone
     repos = dep.graphql("{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } } } } }")
