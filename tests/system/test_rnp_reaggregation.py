@@ -29,7 +29,11 @@ mutation($sel: SensorSelector!, $cursor: String) {
   setSensorCursor(sensorSelector: $sel, cursor: $cursor) { __typename ... on PythonError { message } }
 }
 """
-SENSOR = {"repositoryLocationName": "optima_pipelines", "repositoryName": "__repository__", "sensorName": "rnp_reaggregate_sensor"}
+SENSOR = {
+    "repositoryLocationName": "optima_pipelines",
+    "repositoryName": "__repository__",
+    "sensorName": "rnp_reaggregate_sensor",
+}
 
 
 def reaggregate_runs(instance, since: float):
@@ -54,7 +58,11 @@ def test_an_import_and_a_late_cancellation_through_the_daemon(spawn_stack):  # t
     # Syncs of earlier tests on this deployment left feed events: the sensor starts after them (its
     # cursor set as an operator sets one in the UI), so what it plans is this test's.
     latest = max(
-        (r.storage_id for feed in FEED_ROLLUP for r in dagster_instance.fetch_materializations(AssetKey(feed), limit=1).records),
+        (
+            r.storage_id
+            for feed in FEED_ROLLUP
+            for r in dagster_instance.fetch_materializations(AssetKey(feed), limit=1).records
+        ),
         default=0,
     )
     cursor = json.dumps({feed: latest for feed in FEED_ROLLUP})

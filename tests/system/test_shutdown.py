@@ -52,7 +52,11 @@ def test_a_run_interrupted_by_a_stop_is_requeued_and_completes(shared_stack):  #
     interrupted = in_flight()
     # The orders are in (their own transaction); the run now waits on sales.
     with stack.warehouse() as conn:
-        wait_until(lambda: conn.execute("SELECT count(*) FROM wb_orders WHERE cabinet_id = 's1'").fetchone()[0] > 0, 60, "orders")
+        wait_until(
+            lambda: conn.execute("SELECT count(*) FROM wb_orders WHERE cabinet_id = 's1'").fetchone()[0] > 0,
+            60,
+            "orders",
+        )
     stack.stop_dev()
     assert stack.instance.get_run_by_id(interrupted).status != DagsterRunStatus.SUCCESS
 
