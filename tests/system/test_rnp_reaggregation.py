@@ -68,6 +68,7 @@ def test_an_import_and_a_late_cancellation_through_the_daemon(spawn_stack):  # t
     cursor = json.dumps({feed: latest for feed in FEED_ROLLUP})
     set_cursor = dep.graphql(SET_CURSOR, {"sel": SENSOR, "cursor": cursor})["setSensorCursor"]
     assert set_cursor["__typename"] == "Sensor", set_cursor
+    stack.add_cabinet_row("sys1", "SYS1", None)  # what the cabinet sensor would have read
     add_cabinets(dagster_instance, "sys1")
     with stack.warehouse() as warehouse_conn:
         for n in range(30):
