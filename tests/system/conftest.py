@@ -27,7 +27,7 @@ re-aggregation sensor unpaced. What a test does with it, through the :class:`Sta
   or of its own cabinets).
 
 After the test, whatever it did, the lease undoes it: the automations it started are stopped, the
-simulator's faults cleared, its cabinets archived (no sweep picks them again), and the deployment
+simulator's faults, rate limits and penalties cleared, its cabinets archived (no sweep picks them again), and the deployment
 waits until no run is queued or in progress (what is left after a grace period is terminated), so
 the next test starts on an idle deployment.
 
@@ -264,6 +264,7 @@ class Stack:
                 self.dev.graphql(STOP_SCHEDULE, {"id": automation_id})
         self._started.clear()
         self.sim.faults.clear()
+        self.sim.limiter.clear()  # WB's rate limits and penalties (sim.penalize) start afresh
         with self.warehouse() as conn:
             for cabinet_id in self._added:
                 set_status(conn, cabinet_id, "archived")
