@@ -46,9 +46,10 @@ def _own_server_url() -> str:
     return os.environ.get("OPTIMA_TEST_DATABASE_URL", "").strip()
 
 
-#: PostgreSQL sessions one pytest worker may hold at its peak: a system-test file runs up to two whole
-#: deployments at once (daemon, webserver, code server, run workers, each pooling its own sessions;
-#: 54 measured for tests/system/test_concurrency.py), next to the test's own connections.
+#: PostgreSQL sessions one pytest worker may hold at its peak: a worker runs up to two whole shared
+#: deployments at once (tests/system/conftest.py: warm and spawn; daemon, webserver, code server, run
+#: workers, each pooling its own sessions; 54 measured for two deployments), next to the test's own
+#: connections.
 SESSIONS_PER_WORKER = 80
 
 
