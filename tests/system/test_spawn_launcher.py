@@ -20,14 +20,25 @@ from wb_simulator import CabinetSpec
 pytestmark = pytest.mark.system
 
 
+def command_lines(pid: int) -> dict[int, str]:
+    """The command lines of a process's descendants (a run process that just ended is skipped)."""
+    lines = {}
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            lines[child.pid] = " ".join(child.cmdline())
+        except psutil.Error:  # gone, or a zombie until the code server reaps it
+            continue
+    return lines
+
+
 def test_a_user_import_runs_in_a_process_the_code_server_started(spawn_stack):  # type: ignore[no-untyped-def]
     stack, dev = spawn_stack, spawn_stack.dev
     stack.add_cabinets(CabinetSpec(id="sp1", products=10, orders_per_day=40, history_days=20))
     # No run worker among dev's processes: only the code server can start a run.
-    processes = psutil.Process(dev.proc.pid).children(recursive=True)
-    assert not [p for p in processes if "run-worker" in " ".join(p.cmdline())]
-    code_servers = {p.pid for p in processes if "code-server" in " ".join(p.cmdline())}
-    assert code_servers, [p.cmdline() for p in processes]
+    processes = command_lines(dev.proc.pid)
+    assert not [line for line in processes.values() if "run-worker" in line], processes
+    code_servers = {pid for pid, line in processes.items() if "code-server" in line}
+    assert code_servers, processes
 
     stack.start("requests_sensor")
     since = today_moscow() - timedelta(days=3)
