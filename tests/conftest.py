@@ -8,6 +8,7 @@ with a unique name and dropped at the end.
 from __future__ import annotations
 
 import io
+import json
 import os
 import secrets
 import shutil
@@ -31,6 +32,9 @@ from optima_pipelines.settings import load_settings
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "system: runs the real Dagster daemon/webserver as processes")
+    if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
+        # The controller names the run, so that its scheduler finds what the workers wrote.
+        config.option.testrunuid = config.option.testrunuid or uuid.uuid4().hex
 
 
 #: Seeds the disorder suite runs by default (the CI suite's share of the time budget).
@@ -42,9 +46,10 @@ def _own_server_url() -> str:
     return os.environ.get("OPTIMA_TEST_DATABASE_URL", "").strip()
 
 
-#: PostgreSQL sessions one pytest worker may hold at its peak: a system-test file runs up to two whole
-#: deployments at once (daemon, webserver, code server, run workers, each pooling its own sessions;
-#: 54 measured for tests/system/test_concurrency.py), next to the test's own connections.
+#: PostgreSQL sessions one pytest worker may hold at its peak: a worker runs up to two whole shared
+#: deployments at once (tests/system/conftest.py: warm and spawn; daemon, webserver, code server, run
+#: workers, each pooling its own sessions; 54 measured for two deployments), next to the test's own
+#: connections.
 SESSIONS_PER_WORKER = 80
 
 
@@ -73,9 +78,72 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The system tests first: they are the longest files, and the two workers then end together."""
-    items.sort(key=lambda item: item.path.parent.name != "system")
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The system tests first: they are the longest, and the two workers then end together. The tests
+    of one shared deployment (tests/system/conftest.py) together, in one group: those marked ``late``
+    after the others, those that stop their deployment last, each deployment's one after another;
+    groups before the other system files.
+    Under pytest-xdist a worker writes each grouped test's group for the controller's scheduler."""
+    from tests.system.conftest import CONFIGURATIONS, deployments_of, group_of
+
+    order = {item: i for i, item in enumerate(items)}
+    group = {item: group_of(item) for item in items}
+    ranks: dict[str, int] = {}
+    for item in items:
+        if group[item]:
+            ranks.setdefault(group[item], len(ranks))
+
+    names = list(CONFIGURATIONS)
+
+    def key(item: pytest.Item) -> tuple[bool, int, int, int, int]:
+        late = item.get_closest_marker("late") is not None
+        stops = item.get_closest_marker("stops_deployment") is not None
+        used = deployments_of(item)
+        return (
+            item.path.parent.name != "system",
+            ranks.get(group[item] or "", len(ranks)),
+            late + 2 * stops,
+            names.index(used[0]) if used else 0,  # a deployment's tests one after another
+            order[item],
+        )
+
+    items.sort(key=key)
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        path = _groups_file(workerinput["testrunuid"])
+        tmp = path.with_name(f"{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({item.nodeid: group[item] for item in items if group[item]}))
+        tmp.replace(path)  # every worker writes the same: whole files only
+
+
+def _groups_file(testrunuid: str) -> Path:
+    """Where the workers tell the controller which tests share a deployment (by the run's id)."""
+    return Path(tempfile.gettempdir()) / f"optima-test-groups-{testrunuid}.json"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile``, except that the tests of one shared deployment (tests/system/conftest.py)
+    go to one worker as one unit, whatever their files: the deployment then starts once."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    path = _groups_file(config.option.testrunuid)
+
+    class GroupOrFileScheduling(LoadFileScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # read once every worker has collected (schedule() comes after)
+                self.groups = json.loads(path.read_text()) if path.exists() else {}
+            return self.groups.get(nodeid) or super()._split_scope(nodeid)
+
+    return GroupOrFileScheduling(config, log)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and getattr(config.option, "testrunuid", None):
+        _groups_file(config.option.testrunuid).unlink(missing_ok=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -97,13 +97,8 @@ class Simulator:
         self.ledgers: dict[str, Ledger] = {}
         self.inboxes: dict[str, Inbox] = {}
         self.price_books: dict[str, PriceBook] = {}
-        for i, spec in enumerate(specs):
-            cab = Cabinet(spec, i, seed, day_number(t0) - spec.history_days)
-            cab.ensure(t0)
-            self.cabinets[spec.id] = cab
-            self.ledgers[spec.id] = Ledger(cab)
-            self.inboxes[spec.id] = Inbox(cab, t0)
-            self.price_books[spec.id] = PriceBook(cab, first_id=(i + 1) * 1_000_000)
+        for spec in specs:
+            self._add(spec, t0)
         first_dn = min((c.first_dn for c in self.cabinets.values()), default=day_number(t0) - 30)
         self.news = News(seed, first_dn)
         self.slots = Slots(seed)
@@ -118,6 +113,26 @@ class Simulator:
         self.writes: list[Write] = []
         self.truth = Truth(self)
         self._request_seq = itertools.count(1)
+
+    def _add(self, spec: CabinetSpec, t0: int) -> Cabinet:
+        i = len(self.cabinets)
+        cab = Cabinet(spec, i, self.seed, day_number(t0) - spec.history_days)
+        cab.ensure(t0)
+        self.cabinets[spec.id] = cab
+        self.ledgers[spec.id] = Ledger(cab)
+        self.inboxes[spec.id] = Inbox(cab, t0)
+        self.price_books[spec.id] = PriceBook(cab, first_id=(i + 1) * 1_000_000)
+        return cab
+
+    def add_cabinet(self, spec: CabinetSpec) -> None:
+        """A cabinet more, its history generated up to simulated now (a simulator that serves
+        several tests in turn gives each its own cabinets); ValueError if the id is taken."""
+        with self.lock:
+            if spec.id in self.cabinets:
+                raise ValueError(f"cabinet {spec.id!r} already exists")
+            if len(self.cabinets) >= 256:
+                raise ValueError("a simulator holds at most 256 cabinets (order ids carry the index)")
+            self._add(spec, self.now_ts())
 
     # -- clock -----------------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """The cabinet gate, sync concurrency, priorities and queue hygiene, against the real Dagster daemon.
 
-Everything here runs `optima-pipelines dev` (daemon, code server, webserver) on PostgreSQL storage
-and a simulated WB, launches work through every path a user or the system has, and then reads
-the run records: what started when, for which cabinet.
+Everything here runs on a shared `optima-pipelines dev` (daemon, code server, webserver;
+tests/system/conftest.py) on PostgreSQL storage and a simulated WB, launches work through every
+path a user or the system has, and then reads the run records of the test (created after it got
+the deployment): what started when, for which cabinet.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from dagster import DagsterEventType, DagsterRunStatus, RunRecord, RunsFilter
@@ -25,16 +26,15 @@ from optima_pipelines.orchestration.queues import TAG_CABINET, TAG_LANE, TAG_QUE
 from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse import requests as outbox
-from tests.system.harness import only_automations
+from tests.system.conftest import INTERVAL_S, TIME_SCALE
 from wb_simulator import CabinetSpec
 
 pytestmark = pytest.mark.system
 
-INTERVAL_S = 20
 LOCATION = {"repositoryLocationName": "optima_pipelines", "repositoryName": "__repository__"}
-#: What these deployments run: the orders/sales increments, the user's requests, the cabinet
-#: partitions (for the UI backfill) and the queue's own sensors; every other feed stays stopped.
-AUTOMATIONS = only_automations(
+#: What these tests run: the orders/sales increments, the user's requests, the cabinet partitions
+#: (for the UI backfill) and the queue's own sensors; every other feed stays stopped.
+AUTOMATIONS = (
     "cabinet_partitions_sensor",
     "requests_sensor",
     "digitization_increment_sensor",
@@ -74,7 +74,9 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, dev=Non
 
 
 def records(stack) -> list[RunRecord]:  # type: ignore[no-untyped-def]
-    return list(stack.instance.get_run_records())
+    """The runs of the current test: created since it got the shared deployment."""
+    since = datetime.fromtimestamp(stack.began, UTC)
+    return list(stack.instance.get_run_records(RunsFilter(created_after=since)))
 
 
 def launch_run(
@@ -92,8 +94,10 @@ def launch_run(
     return result["run"]["runId"]
 
 
-def swept(stack, job: str, outcome: str = "succeeded", after: float = 0.0) -> set[str]:  # type: ignore[no-untyped-def]
-    """Cabinets a sweep of ``job`` brought to ``outcome`` (finished after the Unix time ``after``)."""
+def swept(stack, job: str, outcome: str = "succeeded", after: float | None = None) -> set[str]:  # type: ignore[no-untyped-def]
+    """Cabinets a sweep of ``job`` brought to ``outcome`` (finished after the Unix time ``after``; by
+    default since the test began)."""
+    after = stack.began if after is None else after
     with stack.warehouse() as conn:
         rows = conn.execute(
             "SELECT DISTINCT cabinet_id FROM sweep_outcomes WHERE job = %s AND outcome = %s "
@@ -144,25 +148,22 @@ def max_concurrent(intervals: list[tuple[float, float]]) -> int:
     return peak
 
 
-@pytest.fixture(scope="module")
-def busy_stack(stack_factory):  # type: ignore[no-untyped-def]
-    cabinets = [CabinetSpec(id=f"g{i}", products=10, orders_per_day=40, history_days=20) for i in range(1, 6)]
-    stack = stack_factory(
-        cabinets,
-        time_scale=60,
-        extra_env={
-            "DIGITIZATION_INCREMENT_INTERVAL_MS": str(INTERVAL_S * 1000),
-            "SYNC_QUEUE_CONCURRENCY": "2",
-            **AUTOMATIONS,
-        },
-    )
+def busy_cabinets(stack, *ids: str) -> None:  # type: ignore[no-untyped-def]
+    stack.add_cabinets(*(CabinetSpec(id=c, products=10, orders_per_day=40, history_days=20) for c in ids))
+
+
+@pytest.fixture
+def busy_stack(shared_stack):  # type: ignore[no-untyped-def]
+    """The shared deployment (SYNC_QUEUE_CONCURRENCY=2) with WB's statistics slow."""
     # Every WB statistics call takes a while, so runs are long enough to collide if the gate leaks.
-    stack.sim.faults.set("GET statistics/*", latency_s=0.4)
-    return stack
+    shared_stack.sim.faults.set("GET statistics/*", latency_s=0.4)
+    return shared_stack
 
 
 def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore[no-untyped-def]
     stack, dev = busy_stack, busy_stack.dev
+    busy_cabinets(stack, "g1", "g2", "g3", "g4", "g5")
+    stack.start(*AUTOMATIONS)
     today = today_moscow()
     days = [today - timedelta(days=d) for d in (3, 2, 1)]
     # 1. user requests (the backend's path)
@@ -262,7 +263,7 @@ def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore
         assert stack.sim.journal.calls(cabinet), f"WB was never asked for {cabinet}"
         assert overlapping_calls(stack.sim, cabinet) == [], f"two units of work talked to WB for {cabinet} at once"
     sync = [(r.start_time, r.end_time) for r in finished if r.dagster_run.tags.get(TAG_QUEUE_CLASS) == "sync"]
-    assert max_concurrent(sync) <= 2  # SYNC_QUEUE_CONCURRENCY=2 for this deployment
+    assert max_concurrent(sync) <= 2  # SYNC_QUEUE_CONCURRENCY=2 for the shared deployment
     # The imports, the backfill, the button and the shell's launch are people's runs: the user lane's 2.
     user = [(r.start_time, r.end_time) for r in finished if r.dagster_run.tags.get(TAG_LANE) == "user"]
     assert len(user) >= 2 + 6 + 1 + 1
@@ -272,18 +273,20 @@ def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore
 
 def test_a_user_request_overtakes_queued_scheduled_runs_and_stale_ones_are_skipped(busy_stack):  # type: ignore[no-untyped-def]
     stack, dev = busy_stack, busy_stack.dev
+    busy_cabinets(stack, "u1")
+    stack.start(*AUTOMATIONS)
     scheduled = [
         launch_run(
             dev,
             "digitization_increment",
-            cabinet_run_config("digitization_increment", "g1"),
+            cabinet_run_config("digitization_increment", "u1"),
             {"optima/trigger": "schedule", "optima/window": f"flood-{i}"},
         )
         for i in range(20)
     ]
-    user = user_import(stack, "g1", timeout=240)
+    user = user_import(stack, "u1", timeout=240)
 
-    # Of the g1 runs the queue let out after the user's run entered it, the user's came first.
+    # Of the u1 runs the queue let out after the user's run entered it, the user's came first.
     def event_time(run_id: str, event_type: DagsterEventType) -> float | None:
         logs = stack.instance.all_logs(run_id, of_type=event_type)
         return logs[0].timestamp if logs else None
@@ -293,7 +296,7 @@ def test_a_user_request_overtakes_queued_scheduled_runs_and_stale_ones_are_skipp
     dequeued = sorted(
         (at, r.dagster_run.run_id, r.dagster_run.job_name, r.dagster_run.tags.get("dagster/priority"))
         for r in records(stack)
-        if r.dagster_run.tags.get(TAG_CABINET) == "g1"
+        if r.dagster_run.tags.get(TAG_CABINET) == "u1"
         and (at := event_time(r.dagster_run.run_id, DagsterEventType.RUN_STARTING)) is not None
         and at >= enqueued
     )
@@ -317,12 +320,14 @@ def test_a_user_import_does_not_wait_for_the_scheduled_sync_runs_to_end(busy_sta
     """Scheduled sync work holds every sync slot for a long time (a sweep over many cabinets would):
     a user's import of another cabinet starts at once in its own lane, while they still run."""
     stack, dev = busy_stack, busy_stack.dev
+    busy_cabinets(stack, "b2", "b3", "b4")
+    stack.start(*AUTOMATIONS)
     # Every ad call answers after 45 s until the import is done.
     slow = stack.sim.faults.set("GET advert/*", latency_s=45)
     try:
         blockers = [
             launch_run(dev, "ads_sync", cabinet_run_config("ads_sync", cabinet), {"optima/trigger": "schedule"})
-            for cabinet in ("g2", "g3")
+            for cabinet in ("b2", "b3")
         ]
 
         def blocking() -> bool:
@@ -333,7 +338,7 @@ def test_a_user_import_does_not_wait_for_the_scheduled_sync_runs_to_end(busy_sta
         for run_id in blockers:
             tags = stack.instance.get_run_by_id(run_id).tags
             assert (tags[TAG_LANE], tags[TAG_QUEUE_CLASS]) == ("scheduled", "sync")
-        user = user_import(stack, "g4", timeout=120)
+        user = user_import(stack, "b4", timeout=120)
         assert user.dagster_run.tags[TAG_LANE] == "user"
         assert TAG_QUEUE_CLASS not in user.dagster_run.tags
         # It ran, start to end, while both scheduled runs still held their slots.
@@ -348,16 +353,20 @@ def test_a_user_import_does_not_wait_for_the_scheduled_sync_runs_to_end(busy_sta
     )
 
 
-@pytest.fixture(scope="module")
-def slow_stack(stack_factory):  # type: ignore[no-untyped-def]
-    cabinets = [CabinetSpec(id=f"h{i}", products=10, orders_per_day=40, history_days=20) for i in range(1, 4)]
-    return stack_factory(
-        cabinets, time_scale=20, extra_env={"DIGITIZATION_INCREMENT_INTERVAL_MS": str(INTERVAL_S * 1000), **AUTOMATIONS}
-    )
+@pytest.fixture
+def slow_stack(warm_stack):  # type: ignore[no-untyped-def]
+    """The warm deployment (the default launcher, room for every run): the sweeps' own pace is under test."""
+    return warm_stack
+
+
+def slow_cabinets(stack, *ids: str) -> None:  # type: ignore[no-untyped-def]
+    stack.add_cabinets(*(CabinetSpec(id=c, products=10, orders_per_day=40, history_days=20) for c in ids))
+    stack.start(*AUTOMATIONS)
 
 
 def test_a_killed_sweep_releases_its_cabinets_and_the_next_window_converges(slow_stack):  # type: ignore[no-untyped-def]
     stack, dev = slow_stack, slow_stack.dev
+    slow_cabinets(stack, "h1", "h2", "h3")
     slow_sales = stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=120)
 
     def started_sweep():  # type: ignore[no-untyped-def]
@@ -409,6 +418,11 @@ def test_a_killed_sweep_releases_its_cabinets_and_the_next_window_converges(slow
 
 def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  # type: ignore[no-untyped-def]
     stack, dev = slow_stack, slow_stack.dev
+    slow_cabinets(stack, "p1", "p2", "p3")
+    # The cabinets' first sweep (their history) is in before the penalty.
+    wait_until(
+        lambda: {"p1", "p2", "p3"} <= swept(stack, "digitization_increment_sweep"), 240, "a first sweep of each", dev
+    )
     # Let whatever else is queued drain first (the deployment runs only AUTOMATIONS); the increments
     # themselves come every INTERVAL_S and, on a busy machine, always have one queued.
     wait_until(
@@ -423,12 +437,13 @@ def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  #
         "the start-up burst of the other syncs to drain",
         dev,
     )
-    penalty_simulated_s = 600  # 10 WB minutes = 30 s here (time scale 20): an increment of h1 and h3 or more
-    stack.sim.penalize("h2", "statistics.orders", penalty_simulated_s)
+    penalty_s = 30  # 30 s here: an increment of p1 and p3 or more
+    penalty_simulated_s = penalty_s * TIME_SCALE  # 30 WB minutes at the deployment's time scale
+    stack.sim.penalize("p2", "statistics.orders", penalty_simulated_s)
     began = time.time()
-    wait_until(lambda: time.time() - began > penalty_simulated_s / 20 + INTERVAL_S, 120, "the penalty to pass")
+    wait_until(lambda: time.time() - began > penalty_s + INTERVAL_S, 120, "the penalty to pass")
 
-    over = began + penalty_simulated_s / 20
+    over = began + penalty_s
     sweeps = [
         r
         for r in stack.instance.get_run_records(RunsFilter(job_name="digitization_increment_sweep"))
@@ -441,45 +456,69 @@ def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  #
             "WHERE run_id = ANY(%s) ORDER BY finished_at",
             ([r.dagster_run.run_id for r in sweeps],),
         ).fetchall()
-    # h2 never synced through its penalty: the sweep that met it waited the 30 s out (a pause that
+    # p2 never synced through its penalty: the sweep that met it waited the 30 s out (a pause that
     # short is waited out in the sweep, with the cabinet's lock free) or left it to the resume sensor.
-    assert all(at >= over - 1 for _, c, o, at in got if c == "h2" and o == "succeeded" and at >= began), got
-    # The sweep that met h2's penalty: h2's outcome in it came once the pause was over.
-    met = next((run for run, c, _, at in got if c == "h2" and at >= over - 1), None)
-    assert met is not None, f"no sweep met h2's penalty: {got}"
-    h2_at = max(at for run, c, _, at in got if run == met and c == "h2")
-    # h1 and h3 synced in that same sweep, not held behind h2's pause.
-    done = {c: at for run, c, o, at in got if run == met and o == "succeeded" and c != "h2"}
-    assert set(done) == {"h1", "h3"} and all(at < h2_at - 5 for at in done.values()), (got, met)
+    assert all(at >= over - 1 for _, c, o, at in got if c == "p2" and o == "succeeded" and at >= began), got
+    # The sweep that met p2's penalty: p2's outcome in it came once the pause was over.
+    met = next((run for run, c, _, at in got if c == "p2" and at >= over - 1), None)
+    assert met is not None, f"no sweep met p2's penalty: {got}"
+    p2_at = max(at for run, c, _, at in got if run == met and c == "p2")
+    # p1 and p3 synced in that same sweep, not held behind p2's pause.
+    done = {c: at for run, c, o, at in got if run == met and o == "succeeded" and c != "p2"}
+    assert set(done) == {"p1", "p3"} and all(at < p2_at - 5 for at in done.values()), (got, met)
 
-    # After the pause h2 resumes, and ends with exactly WB's data.
-    def h2_complete() -> bool:
+    # After the pause p2 resumes, and ends with exactly WB's data.
+    def p2_complete() -> bool:
         with stack.warehouse() as conn:
-            ours = {s for (s,) in conn.execute("SELECT srid FROM wb_orders WHERE cabinet_id = 'h2'").fetchall()}
-        return ours == {o["srid"] for o in stack.sim.truth.orders("h2")}
+            ours = {s for (s,) in conn.execute("SELECT srid FROM wb_orders WHERE cabinet_id = 'p2'").fetchall()}
+        return ours == {o["srid"] for o in stack.sim.truth.orders("p2")}
 
-    wait_until(h2_complete, 120, "h2 to catch up after its penalty", dev)
+    wait_until(p2_complete, 120, "p2 to catch up after its penalty", dev)
 
 
-def test_two_environments_running_at_once_never_see_each_other(busy_stack, slow_stack):  # type: ignore[no-untyped-def]
-    """Both deployments have been running side by side on one server since the tests above."""
-    for stack, own in ((busy_stack, "g"), (slow_stack, "h")):
+@pytest.mark.late
+def test_two_environments_running_at_once_never_see_each_other(warm_stack, spawn_stack):  # type: ignore[no-untyped-def]
+    """Two deployments side by side on one database, each sweeping its own cabinets: neither's runs,
+    cabinets or rows ever name the other's (nor those of the tests before, on either)."""
+    warm_stack.add_cabinets(CabinetSpec(id="iw1", products=10, orders_per_day=40, history_days=20))
+    spawn_stack.add_cabinets(CabinetSpec(id="is1", products=10, orders_per_day=40, history_days=20))
+    for stack in (warm_stack, spawn_stack):
+        stack.start("digitization_increment_sensor")
+    both = max(warm_stack.began, spawn_stack.began)
+    # Two windows in which both environments swept at once.
+    for stack, cabinet in ((warm_stack, "iw1"), (spawn_stack, "is1")):
+        wait_until(
+            lambda s=stack, c=cabinet: len(_sweeps_of(s, c, both)) >= 2, 240, f"two sweeps of {cabinet}", stack.dev
+        )
+    for stack, other in ((warm_stack, spawn_stack), (spawn_stack, warm_stack)):
+        own = set(stack.cabinet_ids)
+        assert not own & set(other.cabinet_ids)
         cabinets = {r.tags.get(TAG_CABINET) for r in stack.instance.get_runs()} - {None}
         for run in stack.instance.get_runs(RunsFilter(job_name="digitization_increment_sweep")):
             cabinets |= set(run.run_config["ops"]["digitization_increment_sweep_op"]["config"]["cabinet_ids"])
-        assert cabinets and all(c.startswith(own) for c in cabinets), cabinets
+        assert cabinets and cabinets <= own, cabinets - own
         with stack.warehouse() as conn:
             ids = {r[0] for r in conn.execute("SELECT id FROM cabinets").fetchall()}
-            owners = {r[0][:1] for r in conn.execute("SELECT DISTINCT cabinet_id FROM wb_orders").fetchall()}
-        assert ids and all(i.startswith(own) for i in ids)
-        assert owners == {own}, f"{stack.env} holds orders of {owners - {own}}"
+            owners = {r[0] for r in conn.execute("SELECT DISTINCT cabinet_id FROM wb_orders").fetchall()}
+        assert ids == own
+        assert owners and owners <= own, f"{stack.env} holds orders of {owners - own}"
 
 
-def test_no_token_anywhere_after_all_of_it(busy_stack, slow_stack):  # type: ignore[no-untyped-def]
-    """Runs, tags, config, events, logs, compute logs and /metrics of both deployments: no WB token."""
+def _sweeps_of(stack, cabinet: str, after: float) -> list:  # type: ignore[no-untyped-def,type-arg]
+    with stack.warehouse() as conn:
+        return conn.execute(
+            "SELECT run_id FROM sweep_outcomes WHERE cabinet_id = %s AND outcome = 'succeeded' "
+            "AND finished_at > to_timestamp(%s)",
+            (cabinet, after),
+        ).fetchall()
+
+
+def assert_no_token(*stacks) -> None:  # type: ignore[no-untyped-def]
+    """Runs, tags, config, events, logs, compute logs and /metrics of the deployments: no WB token of
+    any cabinet they ever held."""
     import httpx
 
-    for stack in (busy_stack, slow_stack):
+    for stack in stacks:
         places: dict[str, str] = {}
         with stack.warehouse() as conn:
             schema = f"dagster_{stack.env}"
@@ -489,13 +528,26 @@ def test_no_token_anywhere_after_all_of_it(busy_stack, slow_stack):  # type: ign
             for table in ("requests", "sync_state", "wb_rate_limits", "ops_feed_syncs"):
                 rows = conn.execute(f"SELECT row_to_json(t)::text FROM {table} t").fetchall()
                 places[table] = "\n".join(r[0] for r in rows)
-        places["dev log"] = stack.dev.log()
+        places["dev logs"] = "\n".join(p.read_text(errors="replace") for p in stack.tmp.glob("dev-*.log"))
         compute_logs = [p for p in stack.dagster_home.rglob("*") if p.is_file()]
         places["compute logs"] = "\n".join(p.read_text(errors="replace") for p in compute_logs)
         if stack.dev.metrics_url:
             places["/metrics"] = httpx.get(stack.dev.metrics_url + "/metrics", timeout=30).text
         assert len(places[f"{schema}.event_logs"]) > 10_000  # there was a lot to search
+        assert stack.tokens, "no cabinet with a token was ever registered here"
         for name, text in places.items():
             for cabinet, token in stack.tokens.items():
                 assert token not in text, f"the token of {cabinet} is in {name}"
                 assert token.split(".")[2] not in text, f"the token signature of {cabinet} is in {name}"
+
+
+@pytest.mark.late
+def test_no_token_anywhere_after_all_of_it_shared(shared_stack):  # type: ignore[no-untyped-def]
+    """After every other test on the shared deployment (before the one that stops it)."""
+    assert_no_token(shared_stack)
+
+
+@pytest.mark.late
+def test_no_token_anywhere_after_all_of_it_warm_and_spawn(warm_stack, spawn_stack):  # type: ignore[no-untyped-def]
+    """After every other test on the warm and spawn deployments (before the one that stops them)."""
+    assert_no_token(warm_stack, spawn_stack)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from datetime import date
 
 import pytest
-from dagster import DagsterEventType, DagsterRunStatus, RunsFilter
+from dagster import AssetKey, DagsterEventType, DagsterRunStatus, RunsFilter
+from optima_pipelines.orchestration.rnp_plan import FEED_ROLLUP
 
 from optima_pipelines.orchestration.queues import TAG_QUEUE
 from tests.rnp_feeds import (
@@ -18,17 +20,30 @@ from tests.rnp_feeds import (
     report_feed_event,
     rnp_rows,
 )
-from tests.system.harness import only_automations, running_dev, wait_for
+from tests.system.harness import wait_for
 
 pytestmark = pytest.mark.system
 
+SET_CURSOR = """
+mutation($sel: SensorSelector!, $cursor: String) {
+  setSensorCursor(sensorSelector: $sel, cursor: $cursor) { __typename ... on PythonError { message } }
+}
+"""
+SENSOR = {
+    "repositoryLocationName": "optima_pipelines",
+    "repositoryName": "__repository__",
+    "sensorName": "rnp_reaggregate_sensor",
+}
 
-def reaggregate_runs(instance):
-    return instance.get_runs(RunsFilter(tags={TAG_QUEUE: "re-aggregate"}))
+
+def reaggregate_runs(instance, since: float):
+    """The re-aggregation runs created after ``since`` (Unix seconds): the test's own."""
+    runs = instance.get_runs(RunsFilter(tags={TAG_QUEUE: "re-aggregate"}))
+    return [r for r in runs if instance.get_run_record_by_id(r.run_id).create_timestamp.timestamp() >= since]
 
 
-def finished(instance, count: int):
-    runs = reaggregate_runs(instance)
+def finished(instance, count: int, since: float):
+    runs = reaggregate_runs(instance, since)
     done = [r for r in runs if r.is_finished]
     return runs if len(runs) >= count and len(done) == len(runs) else None
 
@@ -37,15 +52,31 @@ def days_with_rows(conn, cabinet: str) -> set[date]:
     return {d for (d,) in conn.execute("SELECT DISTINCT day FROM rnp_daily WHERE cabinet_id = %s", (cabinet,))}
 
 
-def test_an_import_and_a_late_cancellation_through_the_daemon(optima_env, tmp_path, warehouse_conn, dagster_instance):
+def test_an_import_and_a_late_cancellation_through_the_daemon(spawn_stack):  # type: ignore[no-untyped-def]
+    stack, dep, dagster_instance = spawn_stack, spawn_stack.dev, spawn_stack.instance
+    since = stack.began
+    # Syncs of earlier tests on this deployment left feed events: the sensor starts after them (its
+    # cursor set as an operator sets one in the UI), so what it plans is this test's.
+    latest = max(
+        (
+            r.storage_id
+            for feed in FEED_ROLLUP
+            for r in dagster_instance.fetch_materializations(AssetKey(feed), limit=1).records
+        ),
+        default=0,
+    )
+    cursor = json.dumps({feed: latest for feed in FEED_ROLLUP})
+    set_cursor = dep.graphql(SET_CURSOR, {"sel": SENSOR, "cursor": cursor})["setSensorCursor"]
+    assert set_cursor["__typename"] == "Sensor", set_cursor
+    stack.add_cabinet_row("sys1", "SYS1", None)  # what the cabinet sensor would have read
     add_cabinets(dagster_instance, "sys1")
-    for n in range(30):
-        add_order(warehouse_conn, "sys1", f"o{n}", days_ago(n), 42, "100.00")
-        report_feed_event(dagster_instance, "wb_orders", "sys1", days_ago(n), trigger="user_import", request_id=1)
-
-    with running_dev(only_automations("rnp_reaggregate_sensor"), tmp_path) as dep:
+    with stack.warehouse() as warehouse_conn:
+        for n in range(30):
+            add_order(warehouse_conn, "sys1", f"o{n}", days_ago(n), 42, "100.00")
+            report_feed_event(dagster_instance, "wb_orders", "sys1", days_ago(n), trigger="user_import", request_id=1)
+        stack.start("rnp_reaggregate_sensor")
         # A 30-day user import: the sensor asks for one run over the 30 partitions.
-        [run] = wait_for(lambda: finished(dagster_instance, 1), "the import's re-aggregation run", timeout=150)
+        [run] = wait_for(lambda: finished(dagster_instance, 1, since), "the import's re-aggregation run", timeout=150)
         assert run.status == DagsterRunStatus.SUCCESS, dep.log()[-3000:]
         assert run.tags["dagster/asset_partition_range_start"] == f"sys1|{days_ago(29)}"
         assert run.tags["dagster/asset_partition_range_end"] == f"sys1|{TODAY}"
@@ -69,7 +100,7 @@ def test_an_import_and_a_late_cancellation_through_the_daemon(optima_env, tmp_pa
         before = last_storage_id(dagster_instance)
         add_order(warehouse_conn, "sys1", "o20", days_ago(20), 42, "100.00", is_cancel=True)
         report_feed_event(dagster_instance, "wb_orders", "sys1", days_ago(20))
-        runs = wait_for(lambda: finished(dagster_instance, 2), "the cancellation's run")
+        runs = wait_for(lambda: finished(dagster_instance, 2, since), "the cancellation's run")
         assert len(runs) == 2 and all(r.status == DagsterRunStatus.SUCCESS for r in runs)
         assert materialized_partitions(dagster_instance, "rnp_daily", before) == [f"sys1|{days_ago(20)}"]
         assert materialized_partitions(dagster_instance, "rnp_sales", before) == [f"sys1|{days_ago(20)}"]

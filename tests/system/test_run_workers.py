@@ -1,9 +1,11 @@
 """Warm run workers (OPTIMA_RUN_LAUNCHER=celery, issue 17): the real deployment with its run workers in
-two separate processes, termination from the UI, a killed worker, and a stop mid-run.
+two separate processes, termination from the UI and a killed worker. (A stop mid-run on this
+launcher, the default: tests/system/test_shutdown.py.)
 
-`optima-pipelines dev --run-workers 2` starts two `serve run-worker` processes (Celery prefork
-workers named run-worker-1 and run-worker-2) on the embedded default broker, PostgreSQL itself. A
-run's worker process is the pid of its "Started process for run" event; its parent is the worker.
+The shared warm deployment (tests/system/conftest.py) is `optima-pipelines dev --run-workers 2`: two
+`serve run-worker` processes (Celery prefork workers named run-worker-1 and run-worker-2) on the
+embedded default broker, PostgreSQL itself. A run's worker process is the pid of its "Started
+process for run" event; its parent is the worker.
 """
 
 from __future__ import annotations
@@ -18,15 +20,12 @@ from dagster import DagsterEventType, DagsterRunStatus
 
 from optima_pipelines.orchestration.queues import LANE_SCHEDULED, TAG_CABINET, TAG_LANE
 from optima_pipelines.orchestration.runconfig import cabinet_run_config
-from tests.system.harness import only_automations, wait_for
+from tests.system.harness import wait_for
 from tests.system.test_concurrency import launch_run, records, wait_until
-from tests.system.test_shutdown import test_a_run_interrupted_by_a_stop_is_requeued_and_completes as shutdown_scenario
 from wb_simulator import CabinetSpec
 
 pytestmark = pytest.mark.system
 
-WARM = {"OPTIMA_RUN_LAUNCHER": "celery"}
-INTERVAL_S = 20
 #: Seven cabinets: more runs than one worker's processes (`dev --run-workers 2`: 8 / 2 = 4 each).
 CABINETS = [f"w{i}" for i in range(1, 8)]
 #: How long each of those runs is held by its sales call.
@@ -58,30 +57,17 @@ def worker_of(pid: int) -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def warm_stack(stack_factory):  # type: ignore[no-untyped-def]
-    cabinets = [CabinetSpec(id=c, products=10, orders_per_day=40, history_days=20) for c in CABINETS]
-    stack = stack_factory(
-        cabinets,
-        time_scale=60,
-        extra_env={
-            **WARM,
-            "DIGITIZATION_INCREMENT_INTERVAL_MS": str(INTERVAL_S * 1000),
-            # Room in the queue for the seven runs and the sensor's sweeps at once: the run workers'
-            # eight processes, not the queue, are what the first test is about.
-            "OPTIMA_MAX_CONCURRENT_RUNS": "12",
-            "SYNC_QUEUE_CONCURRENCY": "10",
-            **only_automations("requests_sensor", "digitization_increment_sensor"),
-        },
-        dev_args=("--run-workers", "2"),
-    )
+def with_cabinets(stack, *ids: str):  # type: ignore[no-untyped-def]
+    """The warm deployment with these cabinets, its requests and increments running, WB's statistics slow."""
+    stack.add_cabinets(*(CabinetSpec(id=c, products=10, orders_per_day=40, history_days=20) for c in ids))
+    stack.start("requests_sensor", "digitization_increment_sensor")
     # WB statistics calls take a while, so that runs overlap.
     stack.sim.faults.set("GET statistics/*", latency_s=0.5)
     return stack
 
 
 def test_runs_execute_in_both_run_worker_processes(warm_stack):  # type: ignore[no-untyped-def]
-    stack = warm_stack
+    stack = with_cabinets(warm_stack, *CABINETS)
     workers = [
         p for p in psutil.Process(stack.dev.proc.pid).children(recursive=True) if "run-worker-" in " ".join(p.cmdline())
     ]
@@ -160,7 +146,7 @@ def _hanging_run(stack, since: float) -> str:  # type: ignore[no-untyped-def]
 
 
 def test_terminate_from_the_ui_cancels_a_run_in_a_warm_worker(warm_stack):  # type: ignore[no-untyped-def]
-    stack = warm_stack
+    stack = with_cabinets(warm_stack, "wt1", "wt2")
     since = time.time()
     stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=300)
     try:
@@ -198,7 +184,7 @@ def test_terminate_from_the_ui_cancels_a_run_in_a_warm_worker(warm_stack):  # ty
 
 
 def test_a_killed_run_worker_process_fails_its_run_which_is_retried(warm_stack):  # type: ignore[no-untyped-def]
-    stack = warm_stack
+    stack = with_cabinets(warm_stack, "wk1", "wk2")
     since = time.time()
     stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=300)
     try:
@@ -224,13 +210,3 @@ def test_a_killed_run_worker_process_fails_its_run_which_is_retried(warm_stack):
         )
 
     wait_until(retried_ok, 180, "the retry of the killed run to succeed", stack.dev)
-
-
-def test_a_stop_mid_run_with_warm_workers_requeues_and_completes(stack_factory):  # type: ignore[no-untyped-def]
-    """tests/system/test_shutdown.py's scenario, the deployment on warm run workers."""
-
-    def warm_factory(cabinets, **kwargs):  # type: ignore[no-untyped-def]
-        kwargs["extra_env"] = {**(kwargs.get("extra_env") or {}), **WARM}
-        return stack_factory(cabinets, **kwargs)
-
-    shutdown_scenario(warm_factory)

@@ -1,34 +1,40 @@
-"""Graceful shutdown (ADR-0007): stopping the deployment mid-run loses nothing and leaves nothing STARTED."""
+"""Graceful shutdown (ADR-0007): stopping the deployment mid-run loses nothing and leaves nothing STARTED;
+SIGTERM to `dev` ends every process it started.
+
+Both stop their shared deployment (tests/system/conftest.py): they run last among its tests."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from dagster import DagsterEventType, DagsterRunStatus
 
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse import requests as outbox
-from tests.system.harness import only_automations
 from tests.system.test_concurrency import wait_until
 from wb_simulator import CabinetSpec
 
 pytestmark = pytest.mark.system
 
 
-def test_a_run_interrupted_by_a_stop_is_requeued_and_completes(stack_factory):  # type: ignore[no-untyped-def]
-    stack = stack_factory(
-        [CabinetSpec(id="s1", products=10, orders_per_day=40, history_days=20)],
-        time_scale=60,
-        extra_env=only_automations("requests_sensor", "digitization_increment_sensor", "dead_run_sensor"),
-    )
+@pytest.mark.stops_deployment
+def test_a_run_interrupted_by_a_stop_is_requeued_and_completes(shared_stack):  # type: ignore[no-untyped-def]
+    """On the default launcher (celery: the run in a warm run worker)."""
+    stack = shared_stack
+    stack.add_cabinets(CabinetSpec(id="s1", products=10, orders_per_day=40, history_days=20))
     # Sales hang: the import is mid-run when the deployment stops.
     stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=300)
     with stack.warehouse() as conn:
         request_id = outbox.create_request(
             conn, "import-user-feeds", "s1", {"dateFrom": (today_moscow() - timedelta(days=3)).isoformat()}
         )
+    stack.start("requests_sensor", "digitization_increment_sensor", "dead_run_sensor")
 
     def in_flight():  # type: ignore[no-untyped-def]
         """The orders/sales run of s1 that is mid-step, held by the hanging sales call (the increment
@@ -46,7 +52,11 @@ def test_a_run_interrupted_by_a_stop_is_requeued_and_completes(stack_factory):  
     interrupted = in_flight()
     # The orders are in (their own transaction); the run now waits on sales.
     with stack.warehouse() as conn:
-        wait_until(lambda: conn.execute("SELECT count(*) FROM wb_orders").fetchone()[0] > 0, 60, "orders")
+        wait_until(
+            lambda: conn.execute("SELECT count(*) FROM wb_orders WHERE cabinet_id = 's1'").fetchone()[0] > 0,
+            60,
+            "orders",
+        )
     stack.stop_dev()
     assert stack.instance.get_run_by_id(interrupted).status != DagsterRunStatus.SUCCESS
 
@@ -82,3 +92,34 @@ def test_a_run_interrupted_by_a_stop_is_requeued_and_completes(stack_factory):  
         if r.dagster_run.status == DagsterRunStatus.STARTED and r.create_timestamp.timestamp() < restarted
     ]
     assert left == []
+
+
+def processes_with(marker: bytes) -> list[int]:
+    """Processes whose environment holds this exact variable (our test environment's name)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+@pytest.mark.stops_deployment
+def test_stopping_dev_stops_every_process_it_started(warm_stack):  # type: ignore[no-untyped-def]
+    """SIGTERM to `dev` ends the code server, daemon, webserver, metrics process and both run workers."""
+    deployment = warm_stack.dev
+    marker = f"OPTIMA_ENV={warm_stack.env}".encode()
+    # dev and its children before: code server, daemon, webserver, metrics, two run workers (and
+    # their pool processes)
+    assert len(processes_with(marker)) >= 7
+    deployment.proc.send_signal(signal.SIGTERM)
+    try:
+        deployment.proc.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"dev did not stop within 90 s\n{deployment.log()[-3000:]}") from None
+    assert processes_with(marker) == []
+    assert "stopping..." in deployment.log()

@@ -1,36 +1,29 @@
 """The real UI, as a person meets it: behind basic auth, then driven in headless Chromium.
 
-One deployment (``optima-pipelines dev`` with basic auth, on the production code location)
-serves every test here. Screenshots land in ``test-artifacts/ui/``. ``LINEAGE`` names the WB feed
+The shared deployment (tests/system/conftest.py: ``optima-pipelines dev`` with basic auth, on the
+production code location) serves every test here. Screenshots land in ``test-artifacts/ui/``. ``LINEAGE`` names the WB feed
 and the mart downstream of it: the lineage between them, the mart's partition grid and a backfill
 of it are what the browser drives.
 """
 
 import base64
-import os
-import secrets
 from datetime import timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 import websockets.sync.client
-from psycopg import sql
 from websockets.exceptions import InvalidStatus
 
-from optima_pipelines.db.connection import connect
-from optima_pipelines.db.migrate import ensure_schemas, upgrade
 from optima_pipelines.timeutil import today_moscow
-from optima_pipelines.warehouse import cabinets
-from optima_pipelines.warehouse.secrets import TokenCipher
-from tests.system.harness import only_automations, running_dev, wait_for
+from tests.system.conftest import UI_PASSWORD as PASSWORD
+from tests.system.conftest import UI_USER as USER
+from tests.system.harness import wait_for
 
 pytestmark = pytest.mark.system
 
 LINEAGE = ("wb_orders", "rnp_daily")
-LOCATION_MODULE = "optima_pipelines.definitions"
 CABINET = "ui-shop"
-USER, PASSWORD = "operator", secrets.token_urlsafe(12)
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJ1aS1zaG9wIn0.dWktdGVzdC1zaWduYXR1cmU"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
 CHROMIUM = "/usr/bin/chromium"
@@ -48,35 +41,10 @@ TODAY = today_moscow()
 DAYS = [TODAY - timedelta(days=d) for d in (4, 3, 2)]
 
 
-@pytest.fixture(scope="module")
-def deployment(database_url, tmp_path_factory, secret_key):
-    env = f"t{secrets.token_hex(5)}"
-    tmp = tmp_path_factory.mktemp("ui")
-    upgrade(database_url, f"optima_{env}")
-    ensure_schemas(database_url, f"dagster_{env}")
-    with connect(database_url, f"optima_{env}", autocommit=True) as conn:
-        cabinets.add_cabinet(conn, TokenCipher(secret_key.encode()), CABINET, "UI shop", TOKEN)
-    environment = {
-        "OPTIMA_DATABASE_URL": database_url,
-        "OPTIMA_ENV": env,
-        "OPTIMA_STATE_DIR": str(tmp / "state"),
-        "OPTIMA_SECRET_KEY": secret_key,
-        "OPTIMA_UI_USER": USER,
-        "OPTIMA_UI_PASSWORD": PASSWORD,
-        "OPTIMA_PARTITIONS_START": (TODAY - timedelta(days=9)).isoformat(),
-        # Nothing may leave this machine: WB's "hosts" are a closed local port.
-        "OPTIMA_WB_BASE_URL": "http://127.0.0.1:9",
-        # The UI under test, and the cabinet sensor that makes the partitions it shows; no feed runs.
-        **only_automations("cabinet_partitions_sensor"),
-    }
-    os.environ.pop("OPTIMA_DAGSTER_STORAGE_URL", None)
-    try:
-        with running_dev(environment, tmp, args=("-m", LOCATION_MODULE)) as dep:
-            yield dep
-    finally:
-        with connect(database_url, autocommit=True) as conn:
-            for schema in (f"optima_{env}", f"dagster_{env}"):
-                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+@pytest.fixture
+def deployment(shared_stack):  # type: ignore[no-untyped-def]
+    """The shared deployment's UI (its RunningDeployment)."""
+    return shared_stack.dev
 
 
 def basic_header() -> dict[str, str]:
@@ -170,12 +138,17 @@ def click_through_rerenders(locator, attempts: int = 20) -> None:
                 raise
 
 
-def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(deployment):
+def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(shared_stack):  # type: ignore[no-untyped-def]
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import expect, sync_playwright
 
     assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    deployment = shared_stack.dev
+    # A cabinet whose token WB never sees: the UI under test, and the cabinet sensor that makes the
+    # partitions it shows; no feed runs.
+    shared_stack.add_cabinet_row(CABINET, "UI shop", TOKEN)
+    shared_stack.start("cabinet_partitions_sensor")
     feed, target = LINEAGE[0], LINEAGE[-1]
     # The cabinet sensor puts the cabinet into the partition dimension within a tick or two.
     wait_for(
@@ -185,6 +158,9 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(deployment):
         dep=deployment,
     )
     before = scrape(deployment)
+    # Earlier tests on this deployment may have materialized partitions and launched backfills.
+    materialized_before = asset_node(deployment, target)["partitionStats"]["numMaterialized"]
+    backfills_before = {b["id"] for b in deployment.graphql(BACKFILLS)["partitionBackfillsOrError"]["results"]}
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -254,7 +230,7 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(deployment):
                     (
                         b
                         for b in deployment.graphql(BACKFILLS)["partitionBackfillsOrError"]["results"]
-                        if b["status"] in DONE
+                        if b["id"] not in backfills_before and b["status"] in DONE
                     ),
                     None,
                 ),
@@ -264,10 +240,11 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(deployment):
             )
             assert backfill["status"] in ("COMPLETED", "COMPLETED_SUCCESS"), backfill
             assert backfill["numPartitions"] == 3
-            assert asset_node(deployment, target)["partitionStats"]["numMaterialized"] == 3
+            materialized = materialized_before + 3
+            assert asset_node(deployment, target)["partitionStats"]["numMaterialized"] == materialized
 
             page.goto(f"{deployment.url}/assets/{target}?view=partitions")
-            expect(page.get_by_text("Materialized (3)")).to_be_visible()
+            expect(page.get_by_text(f"Materialized ({materialized})")).to_be_visible()
             page.screenshot(path=ARTIFACTS / "5-partitions-after-backfill.png")
             page.goto(f"{deployment.url}/runs")
             page.screenshot(path=ARTIFACTS / "6-runs.png")
@@ -290,33 +267,3 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(deployment):
 
     # No token anywhere in what the deployment printed (webserver, daemon, code server, runs).
     assert TOKEN not in deployment.log()
-
-
-def processes_with(marker: bytes) -> list[int]:
-    """Processes whose environment holds this exact variable (our test environment's name)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if marker in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-    return found
-
-
-def test_stopping_dev_stops_every_process_it_started(deployment):
-    """Runs last: SIGTERM to `dev` ends the code server, daemon, webserver, metrics process and run workers."""
-    import signal
-    import subprocess
-
-    marker = f"OPTIMA_ENV={deployment.env['OPTIMA_ENV']}".encode()
-    assert len(processes_with(marker)) >= 4  # dev and its children, before
-    deployment.proc.send_signal(signal.SIGTERM)
-    try:
-        deployment.proc.wait(timeout=90)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(f"dev did not stop within 90 s\n{deployment.log()[-3000:]}") from None
-    assert processes_with(marker) == []
-    assert "stopping..." in deployment.log()

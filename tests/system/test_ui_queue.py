@@ -2,8 +2,6 @@
 
 import pytest
 
-from tests.system.harness import only_automations, running_dev
-
 pytestmark = pytest.mark.system
 
 LAUNCH = """
@@ -17,30 +15,26 @@ mutation($selector: JobOrPipelineSelector!) {
 """
 
 
-def test_ui_lists_the_location_and_a_queued_run_succeeds_on_postgres(optima_env, tmp_path, warehouse_conn):
-    warehouse_conn.execute("INSERT INTO cabinets (id, name) VALUES ('ui-1', 'UI cabinet')")
-    with running_dev(only_automations(), tmp_path) as dep:  # no sensor: the run goes through the queue alone
-        repos = dep.graphql(
-            "{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } } } } }"
-        )
-        assert {"name": "__repository__", "location": {"name": "optima_pipelines"}} in repos["repositoriesOrError"][
-            "nodes"
-        ]
+def test_ui_lists_the_location_and_a_queued_run_succeeds_on_postgres(spawn_stack):  # type: ignore[no-untyped-def]
+    stack, dep = spawn_stack, spawn_stack.dev
+    stack.add_cabinet_row("ui-1", "UI cabinet", None)
+    # no sensor runs: the run goes through the queue alone
+    repos = dep.graphql("{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } } } } }")
+    assert {"name": "__repository__", "location": {"name": "optima_pipelines"}} in repos["repositoriesOrError"]["nodes"]
 
-        selector = {
-            "repositoryLocationName": "optima_pipelines",
-            "repositoryName": "__repository__",
-            "jobName": "__ASSET_JOB",
-            "assetSelection": [{"path": ["cabinet_status_summary"]}],
-        }
-        launched = dep.graphql(LAUNCH, {"selector": selector})["launchRun"]
-        assert launched["__typename"] == "LaunchRunSuccess", launched
-        assert launched["run"]["status"] == "QUEUED"  # it went through the queue, not straight to a worker
-        run_id = launched["run"]["runId"]
-        assert dep.wait_for_run(run_id) == "SUCCESS"
+    selector = {
+        "repositoryLocationName": "optima_pipelines",
+        "repositoryName": "__repository__",
+        "jobName": "__ASSET_JOB",
+        "assetSelection": [{"path": ["cabinet_status_summary"]}],
+    }
+    launched = dep.graphql(LAUNCH, {"selector": selector})["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    assert launched["run"]["status"] == "QUEUED"  # it went through the queue, not straight to a worker
+    run_id = launched["run"]["runId"]
+    assert dep.wait_for_run(run_id) == "SUCCESS"
 
     # The run is recorded in this environment's Dagster schema in PostgreSQL.
-    row = warehouse_conn.execute(
-        f"SELECT status FROM dagster_{optima_env}.runs WHERE run_id = %s", (run_id,)
-    ).fetchone()
+    with stack.warehouse() as conn:
+        row = conn.execute(f"SELECT status FROM dagster_{stack.env}.runs WHERE run_id = %s", (run_id,)).fetchone()
     assert row == ("SUCCESS",)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.sim_fixtures import NOW, Wb, served, small_sim
-from wb_simulator import Simulator
+from wb_simulator import CabinetSpec, Simulator
 
 DAY = date(2026, 8, 10)  # a complete past day of the test cabinet
 
@@ -203,3 +203,22 @@ def test_cancel_and_return_mutators() -> None:
 def test_clock_without_now_follows_real_time() -> None:
     sim = Simulator(seed=1, cabinets=[], time_scale=1)
     assert abs((sim.now() - datetime.now(sim.now().tzinfo)).total_seconds()) < 5
+
+
+def test_a_cabinet_added_to_a_serving_simulator_has_its_history_and_its_own_token() -> None:
+    """What the shared system-test deployments rely on: one simulated WB, cabinets added test by test."""
+    sim = small_sim()
+    with served(sim) as (base_url, _):
+        sim.add_cabinet(CabinetSpec(id="late", products=5, orders_per_day=30, history_days=10))
+        own = Wb(base_url, sim.token("late"))
+        try:
+            answer = own.get("statistics", "/api/v1/supplier/orders", dateFrom="2020-01-01")
+            assert answer.status_code == 200
+            assert [o["srid"] for o in answer.json()] == [o["srid"] for o in sim.truth.orders("late")]
+            assert answer.json() and not {o["srid"] for o in answer.json()} & {
+                o["srid"] for o in sim.truth.orders("c1")
+            }
+        finally:
+            own.close()
+    with pytest.raises(ValueError, match="cabinet 'late' already exists"):
+        sim.add_cabinet(CabinetSpec(id="late"))
