@@ -64,6 +64,7 @@ from optima_pipelines.db.migrate import ensure_schemas
 from optima_pipelines.db.urls import dagster_storage_url
 from optima_pipelines.operations.runtime import project_file
 from optima_pipelines.orchestration.cadences import cadences
+from optima_pipelines.settings import default
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse.cabinets import add_cabinet, set_status
 from optima_pipelines.warehouse.secrets import TokenCipher
@@ -311,14 +312,14 @@ class Deployments:
         finally:
             stack._end()
 
-    def _create(self, config: Configuration) -> Stack:
+    def _create(self, config: Configuration, time_scale: float = TIME_SCALE) -> Stack:
         env = f"sys{secrets.token_hex(4)}"
         tmp: Path = self.tmp_path_factory.mktemp(f"{config.name}-{env}")
         url = self.database_url
         migrate_by_script(url, f"optima_{env}", self.migration_script)
         ensure_schemas(url, f"dagster_{env}")
         # The simulated clock follows real time: the daemon's runs happen in real time.
-        sim = Simulator(seed=21, cabinets=[], time_scale=TIME_SCALE)
+        sim = Simulator(seed=21, cabinets=[], time_scale=time_scale)
         server = serve(sim)
         base_url = server.__enter__()
         automations = ",".join(c.name for c in cadences())
@@ -401,6 +402,43 @@ def _stack_fixture(name: str):  # type: ignore[no-untyped-def]
 
     fixture.__doc__ = f"The shared {name!r} deployment for one test (see the module's docstring)."
     return pytest.fixture(name=fixture_name(name))(fixture)
+
+
+@pytest.fixture(scope="module")
+def stack_factory(database_url: str, secret_key: str, migration_script: str, tmp_path_factory) -> Iterator:  # type: ignore[no-untyped-def]
+    """A deployment of a configuration of its own, for a module whose tests need one no shared
+    deployment has (the drills: a Redis broker of the test's own, cadences scaled, JSON logs); torn
+    down after the module. ``build(cabinets, time_scale=60, extra_env=..., dev_args=...)`` registers
+    the cabinets, starts `dev` and returns its :class:`Stack`; every automation runs unless
+    ``extra_env`` stops some (``harness.only_automations``)."""
+    pool = Deployments(database_url, secret_key, migration_script, tmp_path_factory)
+
+    def build(
+        cabinets: list[CabinetSpec],
+        *,
+        time_scale: float = TIME_SCALE,
+        extra_env: dict[str, str] | None = None,
+        dev_args: tuple[str, ...] = (),
+    ) -> Stack:
+        name = f"own{len(pool.stacks)}"
+        # The deployment's own settings, not the shared ones: the production cadences and pacing.
+        env = {
+            "OPTIMA_AUTOMATIONS_STOPPED": "",
+            "OPTIMA_WB_TIME_SCALE": str(time_scale),
+            "DIGITIZATION_INCREMENT_INTERVAL_MS": default("DIGITIZATION_INCREMENT_INTERVAL_MS"),
+            "OPTIMA_REAGGREGATE_EVERY_SECONDS": default("OPTIMA_REAGGREGATE_EVERY_SECONDS"),
+            **(extra_env or {}),
+        }
+        stack = pool._create(Configuration(name, env, dev_args=dev_args), time_scale=time_scale)
+        stack.add_cabinets(*cabinets)
+        stack._added.clear()  # the module's cabinets: not archived between its tests
+        stack.start_dev()
+        return stack
+
+    try:
+        yield build
+    finally:
+        pool.close()
 
 
 shared_stack = _stack_fixture("shared")

@@ -238,7 +238,7 @@ def test_run_workers_log_each_line_once_in_json_and_a_failed_run_as_a_failure(dr
     assert len([e for e in swept if e["run_id"] == first["run_id"]]) == 1, swept
     # The failed run: its step failure once, at ERROR, with its job and queue; Celery's task failed.
     failures = [e for e in lines if e["run_id"] == failed and "STEP_FAILURE" in e["message"]]
-    assert len(failures) == 1, failures
+    assert len(failures) == 1, [e for e in lines if e.get("run_id") == failed or failed in str(e.get("message"))]
     assert (failures[0]["level"], failures[0]["job"], failures[0]["queue"], failures[0]["cabinet"]) == (
         "ERROR",
         "ads_sync",
