@@ -78,6 +78,8 @@ WATERMARK_OVERLAP_SECONDS = 120
 
 FEED_FAMILIES = sorted({*METRIC_FAMILIES.values(), metric_family("")})
 TAGS = {"queue_tag": TAG_QUEUE, "skipped_tag": TAG_SKIPPED}
+#: The run storage's column that says since when a run is in the status (``oldest_run_age.sql``).
+AGE_SINCE = {"QUEUED": "create_timestamp", "STARTING": "update_timestamp"}
 
 # Every series a dashboard or an alert names exists from the first scrape, at 0 until something
 # happens: a query on a fresh deployment returns 0, not "no data".
@@ -141,14 +143,17 @@ class OptimaCollector(Collector):
         #: The warm run workers execute the runs: their heartbeat and the broker are reported.
         self._run_workers = run_launcher_choice() == "celery"
 
-    def _sql(self, name: str) -> sql.Composed:
+    def _sql(self, name: str, **columns: str) -> sql.Composed:
         return sql.SQL(load(name)).format(  # type: ignore[arg-type]
-            runs=sql.Identifier(self._dagster, "runs"), run_tags=sql.Identifier(self._dagster, "run_tags")
+            runs=sql.Identifier(self._dagster, "runs"),
+            run_tags=sql.Identifier(self._dagster, "run_tags"),
+            **{key: sql.Identifier(column) for key, column in columns.items()},
         )
 
-    def _ages(self, conn: psycopg.Connection, name: str) -> list[tuple[str, float]]:
-        """(queue, age in seconds) rows of an age query; clocks may disagree a little: never negative."""
-        return [(queue, max(0.0, float(age))) for queue, age in conn.execute(self._sql(name), TAGS)]
+    def _ages(self, conn: psycopg.Connection, status: str) -> list[tuple[str, float]]:
+        """(queue, age in seconds of its oldest run in ``status``); clocks may disagree a little: never negative."""
+        query = self._sql("oldest_run_age", since=AGE_SINCE[status])
+        return [(queue, max(0.0, float(age))) for queue, age in conn.execute(query, {**TAGS, "status": status})]
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -214,7 +219,7 @@ class OptimaCollector(Collector):
         by_queue = GaugeMetricFamily(
             "optima_queue_oldest_queued_age_seconds", "Age of the oldest queued run, per queue", labels=["queue"]
         )
-        ages = _fill(by_queue, _each_queue(), self._ages(conn, "queued_age"), zero=0.0)
+        ages = _fill(by_queue, _each_queue(), self._ages(conn, "QUEUED"), zero=0.0)
         oldest.add_metric([], max(ages.values()))
 
         skipped = GaugeMetricFamily(
@@ -230,7 +235,7 @@ class OptimaCollector(Collector):
             "Age of the oldest run launched but not started yet (STARTING), per queue (0: none)",
             labels=["queue"],
         )
-        _fill(starting, _each_queue(), self._ages(conn, "starting_age"), zero=0.0)
+        _fill(starting, _each_queue(), self._ages(conn, "STARTING"), zero=0.0)
         return [jobs, oldest, by_queue, skipped, starting]
 
     def _collect_finished(self, conn: psycopg.Connection) -> list[Metric]:
