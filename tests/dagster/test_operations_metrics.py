@@ -8,7 +8,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from optima_pipelines.operations.metrics import build_registry
-from optima_pipelines.operations.records import record_feed_sync, record_reaggregation
+from optima_pipelines.operations.records import record_feed_sync
+from tests.ops_records import reaggregated
 
 
 @asset
@@ -32,22 +33,6 @@ def scrape(registry) -> dict[tuple[str, frozenset], float]:
 
 def sample(figures, name, **labels) -> float | None:
     return figures.get((name, frozenset(labels.items())))
-
-
-def reaggregated(conn, now: datetime, *, lag_seconds: int, partitions: int) -> None:
-    """One finished rnp-sales recompute of cabinet 'a', its source change ``lag_seconds`` before ``now``."""
-    record_reaggregation(
-        conn,
-        domain="rnp-sales",
-        cabinet_id="a",
-        run_id="r",
-        trigger="sensor",
-        started_at=now - timedelta(seconds=2),
-        finished_at=now,
-        source_event_at=now - timedelta(seconds=lag_seconds),
-        partitions_requested=partitions,
-        partitions_recomputed=partitions,
-    )
 
 
 def queued_run(instance, conn, dagster_schema: str, queue: str, status: str = "QUEUED") -> str:
