@@ -44,48 +44,29 @@ OPTIONS = [
     Option("rounds", 3, 2, "alternating rounds of the bookkeeping each way"),
 ]
 
-#: operations/sql/record_feed_sync.sql as it was before migration 0019 (the baseline).
-BEFORE = """
-WITH history AS (
-    INSERT INTO ops_feed_syncs (
-        queue, feed, cabinet_id, run_id, trigger, status,
-        rows_fetched, rows_inserted, rows_updated, changed_days, started_at, finished_at, error
-    )
-    VALUES (
-        %(queue)s, %(feed)s, %(cabinet_id)s, %(run_id)s, %(trigger)s, %(status)s,
-        %(rows_fetched)s, %(rows_inserted)s, %(rows_updated)s, %(changed_days)s,
-        %(started_at)s, %(finished_at)s, %(error)s
-    )
-    RETURNING id
+#: What migration 0019 added to operations/sql/record_feed_sync.sql, and what the statement was
+#: before it (the baseline): each cut must match exactly once, or the baseline would be a guess.
+CUTS_0019 = (
+    ("last_success_at, confirmed_at, last_error\n", "last_success_at\n"),
+    (
+        "END,\n    CASE WHEN %(confirmed)s THEN %(finished_at)s::timestamptz END,\n    %(error)s\nFROM history",
+        "END\nFROM history",
+    ),
 )
-INSERT INTO ops_feed_sync_totals AS t (
-    feed, cabinet_id, queue, syncs_success, syncs_failure, syncs_skipped,
-    rows_fetched, rows_inserted, rows_updated, changed_days, seconds_total,
-    last_status, last_finished_at, last_success_at
-)
-SELECT
-    %(feed)s, %(cabinet_id)s, %(queue)s,
-    (%(status)s = 'success')::int, (%(status)s = 'failure')::int, (%(status)s = 'skipped')::int,
-    %(rows_fetched)s, %(rows_inserted)s, %(rows_updated)s, %(changed_days)s,
-    extract(epoch FROM %(finished_at)s::timestamptz - %(started_at)s::timestamptz),
-    %(status)s, %(finished_at)s,
-    CASE WHEN %(status)s = 'success' THEN %(finished_at)s::timestamptz END
-FROM history
-ON CONFLICT (feed, cabinet_id) DO UPDATE SET
-    queue = EXCLUDED.queue,
-    syncs_success = t.syncs_success + EXCLUDED.syncs_success,
-    syncs_failure = t.syncs_failure + EXCLUDED.syncs_failure,
-    syncs_skipped = t.syncs_skipped + EXCLUDED.syncs_skipped,
-    rows_fetched = t.rows_fetched + EXCLUDED.rows_fetched,
-    rows_inserted = t.rows_inserted + EXCLUDED.rows_inserted,
-    rows_updated = t.rows_updated + EXCLUDED.rows_updated,
-    changed_days = t.changed_days + EXCLUDED.changed_days,
-    seconds_total = t.seconds_total + EXCLUDED.seconds_total,
-    last_status = CASE WHEN EXCLUDED.last_finished_at >= t.last_finished_at
-                       THEN EXCLUDED.last_status ELSE t.last_status END,
-    last_finished_at = greatest(t.last_finished_at, EXCLUDED.last_finished_at),
-    last_success_at = greatest(t.last_success_at, EXCLUDED.last_success_at)
-"""
+
+
+def before_0019(statement: str) -> str:
+    """record_feed_sync.sql without 0019's ``confirmed_at`` and ``last_error``: the statement as it was."""
+    for cut, kept in CUTS_0019:
+        if statement.count(cut) != 1:
+            raise SystemExit(f"record_feed_sync.sql changed: {cut!r} is not in it once; update CUTS_0019")
+        statement = statement.replace(cut, kept)
+    # The two SET clauses 0019 appended end the statement, after the last_success_at one.
+    last = "last_success_at = greatest(t.last_success_at, EXCLUDED.last_success_at)"
+    head, found, tail = statement.partition(last)
+    if not found or "confirmed_at = greatest(" not in tail or "last_error = CASE" not in tail:
+        raise SystemExit("record_feed_sync.sql changed: 0019's SET clauses are not last; update before_0019")
+    return head + last + "\n"
 
 
 def run(bench: Bench, opts: argparse.Namespace) -> None:
@@ -134,10 +115,11 @@ def run(bench: Bench, opts: argparse.Namespace) -> None:
 
         harness.say(f"  {len(ids)} cabinets: a first bookkeeping round creates the rows")
         bookkeeping(None)
+        before = before_0019(records.load("record_feed_sync"))
         new, old = [], []
         for _ in range(opts.rounds):
             new.append(bookkeeping(None))
-            old.append(bookkeeping(BEFORE))
+            old.append(bookkeeping(before))
         new_cpu, new_wall = statistics.median(c for c, _ in new), statistics.median(w for _, w in new)
         old_cpu, old_wall = statistics.median(c for c, _ in old), statistics.median(w for _, w in old)
         bench.figure(

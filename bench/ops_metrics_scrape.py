@@ -99,25 +99,26 @@ def time_scrapes(database_url: str, schema: str, dagster_schema: str, scrapes: i
 
 def time_queries(database_url: str, schema: str, dagster_schema: str) -> list[tuple[str, list[float]]]:
     """Each query of a scrape on its own, to see where the time goes."""
-    from optima_pipelines.operations.metrics import OptimaCollector
+    from optima_pipelines.operations.metrics import AGE_SINCE, OptimaCollector
 
     collector = OptimaCollector(database_url, schema, dagster_schema)
     conn = collector._connection()
     out = []
     for name in (
         "queue_runs",
-        "queued_age",
+        "oldest_run_age",
         "skipped_runs",
         "feed_sync_totals",
         "reaggregation_totals",
         "reaggregation_recent_lag",
         "cabinets_by_status",
     ):
-        query = collector._sql(name)
+        query = collector._sql(name, since=AGE_SINCE["QUEUED"])
+        params = {**TAGS, "status": "QUEUED"} if name in ("queue_runs", "oldest_run_age", "skipped_runs") else None
         timings = []
         for _ in range(10):
             started = time.perf_counter()
-            conn.execute(query, TAGS if name in ("queue_runs", "queued_age", "skipped_runs") else None).fetchall()
+            conn.execute(query, params).fetchall()
             timings.append(time.perf_counter() - started)
         out.append((name, timings))
     collector.close()

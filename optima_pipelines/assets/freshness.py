@@ -27,7 +27,13 @@ from dagster import (
     multi_asset_check,
 )
 
-from optima_pipelines.operations.freshness import WATCHED_FEEDS, FeedFreshness, StaleCabinet, read_freshness
+from optima_pipelines.operations.freshness import (
+    WATCHED_FEEDS,
+    FeedFreshness,
+    StaleCabinet,
+    describe_age,
+    read_freshness,
+)
 from optima_pipelines.resources.warehouse import Warehouse
 
 #: The check's name on every feed asset.
@@ -36,20 +42,11 @@ CHECK_NAME = "fresh_per_cabinet"
 DESCRIBED = 5
 
 
-def _duration(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    if seconds < 120:
-        return f"{seconds} s"
-    if seconds < 7200:
-        return f"{seconds // 60} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def _table(stale: list[StaleCabinet]) -> str:
     lines = ["| cabinet | stale for | cause | detail |", "|---|---|---|---|"]
     for s in stale:
         detail = s.detail.replace("|", "/").replace("\n", " ")
-        lines.append(f"| {s.cabinet_id} | {_duration(s.age_seconds)} | {s.cause} | {detail} |")
+        lines.append(f"| {s.cabinet_id} | {describe_age(s.age_seconds)} | {s.cause} | {detail} |")
     return "\n".join(lines)
 
 
@@ -57,7 +54,7 @@ def evaluation(feed: FeedFreshness) -> AssetCheckEvaluation:
     """The check's evaluation for ``feed``: passed when no watched cabinet is stale; else an error
     naming the stale cabinets and their causes (a warning when every one is only waiting for its
     first load: a new cabinet catching up is not a fault)."""
-    allowance = _duration(feed.allowance_seconds)
+    allowance = describe_age(feed.allowance_seconds)
     metadata: dict[str, Any] = {
         "stale_cabinets": MetadataValue.int(feed.stale_count),
         "watched_cabinets": MetadataValue.int(feed.watched),
@@ -67,12 +64,12 @@ def evaluation(feed: FeedFreshness) -> AssetCheckEvaluation:
     }
     if feed.fresh:
         description = (
-            f"all {feed.watched} cabinets confirmed within {allowance} (oldest {_duration(feed.oldest_seconds)} ago)"
+            f"all {feed.watched} cabinets confirmed within {allowance} (oldest {describe_age(feed.oldest_seconds)} ago)"
         )
         severity = AssetCheckSeverity.ERROR
     else:
         named = "; ".join(
-            f"{s.cabinet_id} stale for {_duration(s.age_seconds)}: {s.cause}: {s.detail}"
+            f"{s.cabinet_id} stale for {describe_age(s.age_seconds)}: {s.cause}: {s.detail}"
             for s in feed.stale[:DESCRIBED]
         )
         more = feed.stale_count - min(len(feed.stale), DESCRIBED)

@@ -401,6 +401,23 @@ class Landing:
             feed_dirs = self.fs.get_file_info(pafs.FileSelector(self.root, allow_not_found=True))
         except OSError as exc:
             raise LandingError(f"cannot list the landing {describe_url(self.url)}: {exc}") from None
+        for day, day_dir in self._day_dirs(feed_dirs, wanted):
+            if (first and day < first) or (last and day > last):
+                continue
+            for f in self.fs.get_file_info(pafs.FileSelector(day_dir.path)):
+                if (
+                    f.type == pafs.FileType.File
+                    and f.base_name.endswith(".parquet")
+                    and not f.base_name.startswith((".", "_"))
+                ):
+                    out.append(f.path)
+        return sorted(out)
+
+    def _day_dirs(
+        self, feed_dirs: Iterable[pafs.FileInfo], wanted: set[str] | None = None
+    ) -> Iterator[tuple[date, pafs.FileInfo]]:
+        """(day, folder) of each ``feed=<feed>/day=<YYYY-MM-DD>`` folder under the root's ``feed_dirs``
+        (of the ``wanted`` feeds; None: all); anything else there is passed over."""
         for feed_dir in feed_dirs:
             name = feed_dir.base_name
             if feed_dir.type != pafs.FileType.Directory or not name.startswith("feed="):
@@ -412,16 +429,7 @@ class Landing:
                     day = date.fromisoformat(day_dir.base_name.removeprefix("day="))
                 except ValueError:
                     continue
-                if (first and day < first) or (last and day > last):
-                    continue
-                for f in self.fs.get_file_info(pafs.FileSelector(day_dir.path)):
-                    if (
-                        f.type == pafs.FileType.File
-                        and f.base_name.endswith(".parquet")
-                        and not f.base_name.startswith((".", "_"))
-                    ):
-                        out.append(f.path)
-        return sorted(out)
+                yield day, day_dir
 
     def read_file(self, path: str, cabinet_id: str | None = None) -> pa.Table:
         """One landed file's answers (of one cabinet), with its feed and day; LandingError naming the
@@ -467,17 +475,10 @@ class Landing:
         """Delete the day folders older than ``keep_days`` before ``today``; returns them."""
         oldest = today - timedelta(days=keep_days)
         gone = []
-        for feed_dir in self.fs.get_file_info(pafs.FileSelector(self.root, allow_not_found=True)):
-            if feed_dir.type != pafs.FileType.Directory or not feed_dir.base_name.startswith("feed="):
-                continue
-            for day_dir in self.fs.get_file_info(pafs.FileSelector(feed_dir.path)):
-                try:
-                    day = date.fromisoformat(day_dir.base_name.removeprefix("day="))
-                except ValueError:
-                    continue
-                if day < oldest:
-                    self.fs.delete_dir(day_dir.path)
-                    gone.append(day_dir.path)
+        for day, day_dir in self._day_dirs(self.fs.get_file_info(pafs.FileSelector(self.root, allow_not_found=True))):
+            if day < oldest:
+                self.fs.delete_dir(day_dir.path)
+                gone.append(day_dir.path)
         return gone
 
 

@@ -133,7 +133,8 @@ def _at(moment: datetime | None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "?"
 
 
-def _ago(seconds: float) -> str:
+def describe_age(seconds: float) -> str:
+    """A lag for people: ``45 s``, ``12 min``, ``3.5 h`` (the check's text and the causes' details)."""
     seconds = max(0, round(seconds))
     if seconds < 120:
         return f"{seconds} s"

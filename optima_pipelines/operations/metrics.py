@@ -32,7 +32,7 @@ import bisect
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -78,6 +78,8 @@ WATERMARK_OVERLAP_SECONDS = 120
 
 FEED_FAMILIES = sorted({*METRIC_FAMILIES.values(), metric_family("")})
 TAGS = {"queue_tag": TAG_QUEUE, "skipped_tag": TAG_SKIPPED}
+#: The run storage's column that says since when a run is in the status (``oldest_run_age.sql``).
+AGE_SINCE = {"QUEUED": "create_timestamp", "STARTING": "update_timestamp"}
 
 # Every series a dashboard or an alert names exists from the first scrape, at 0 until something
 # happens: a query on a fresh deployment returns 0, not "no data".
@@ -108,6 +110,23 @@ class _Histogram:
         return out
 
 
+def _each_queue() -> Iterator[tuple[str]]:
+    return ((queue,) for queue in QUEUES)
+
+
+def _fill(
+    family: GaugeMetricFamily, zeros: Iterable[tuple[str, ...]], rows: Iterable[Sequence[Any]], zero: float = 0
+) -> dict[tuple[str, ...], Any]:
+    """Give ``family`` a sample for every label tuple of ``zeros`` (``zero`` where ``rows`` has none) and for
+    each row (its labels, then its value), in label order, so that a series never vanishes; returns them."""
+    figures: dict[tuple[str, ...], Any] = dict.fromkeys(zeros, zero)
+    for *labels, value in rows:
+        figures[tuple(labels)] = value
+    for key, value in sorted(figures.items()):
+        family.add_metric(list(key), value)
+    return figures
+
+
 class OptimaCollector(Collector):
     """Reads the figures on every scrape. One connection, reopened when it breaks; scrapes are serialised."""
 
@@ -124,10 +143,17 @@ class OptimaCollector(Collector):
         #: The warm run workers execute the runs: their heartbeat and the broker are reported.
         self._run_workers = run_launcher_choice() == "celery"
 
-    def _sql(self, name: str) -> sql.Composed:
+    def _sql(self, name: str, **columns: str) -> sql.Composed:
         return sql.SQL(load(name)).format(  # type: ignore[arg-type]
-            runs=sql.Identifier(self._dagster, "runs"), run_tags=sql.Identifier(self._dagster, "run_tags")
+            runs=sql.Identifier(self._dagster, "runs"),
+            run_tags=sql.Identifier(self._dagster, "run_tags"),
+            **{key: sql.Identifier(column) for key, column in columns.items()},
         )
+
+    def _ages(self, conn: psycopg.Connection, status: str) -> list[tuple[str, float]]:
+        """(queue, age in seconds of its oldest run in ``status``); clocks may disagree a little: never negative."""
+        query = self._sql("oldest_run_age", since=AGE_SINCE[status])
+        return [(queue, max(0.0, float(age))) for queue, age in conn.execute(query, {**TAGS, "status": status})]
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -181,11 +207,11 @@ class OptimaCollector(Collector):
             "finished in the last 24 h",
             labels=["queue", "status"],
         )
-        counts = {(queue, status): 0 for queue in QUEUES for status in RUN_STATUSES}
-        for queue, status, n in conn.execute(self._sql("queue_runs"), TAGS).fetchall():
-            counts[(queue, status.lower())] = n
-        for (queue, status), n in sorted(counts.items()):
-            jobs.add_metric([queue, status], n)
+        _fill(
+            jobs,
+            ((queue, status) for queue in QUEUES for status in RUN_STATUSES),
+            ((queue, status.lower(), n) for queue, status, n in conn.execute(self._sql("queue_runs"), TAGS)),
+        )
 
         oldest = GaugeMetricFamily(
             "optima_queue_oldest_queued_run_age_seconds", "Age of the oldest queued run (0: none queued)"
@@ -193,11 +219,7 @@ class OptimaCollector(Collector):
         by_queue = GaugeMetricFamily(
             "optima_queue_oldest_queued_age_seconds", "Age of the oldest queued run, per queue", labels=["queue"]
         )
-        ages = dict.fromkeys(QUEUES, 0.0)
-        for queue, age in conn.execute(self._sql("queued_age"), TAGS).fetchall():
-            ages[queue] = max(0.0, float(age))
-        for queue, age in sorted(ages.items()):
-            by_queue.add_metric([queue], age)
+        ages = _fill(by_queue, _each_queue(), self._ages(conn, "QUEUED"), zero=0.0)
         oldest.add_metric([], max(ages.values()))
 
         skipped = GaugeMetricFamily(
@@ -205,21 +227,15 @@ class OptimaCollector(Collector):
             "Runs that ended skipped (reason: account-busy, ...) in the last 24 h",
             labels=["queue", "reason"],
         )
-        skips = {(queue, SKIPPED_ACCOUNT_BUSY): 0 for queue in QUEUES}
-        for queue, reason, n in conn.execute(self._sql("skipped_runs"), TAGS).fetchall():
-            skips[(queue, reason)] = n
-        for (queue, reason), n in sorted(skips.items()):
-            skipped.add_metric([queue, reason], n)
+        _fill(
+            skipped, ((queue, SKIPPED_ACCOUNT_BUSY) for queue in QUEUES), conn.execute(self._sql("skipped_runs"), TAGS)
+        )
         starting = GaugeMetricFamily(
             "optima_queue_oldest_starting_run_age_seconds",
             "Age of the oldest run launched but not started yet (STARTING), per queue (0: none)",
             labels=["queue"],
         )
-        starting_ages = dict.fromkeys(QUEUES, 0.0)
-        for queue, age in conn.execute(self._sql("starting_age"), TAGS).fetchall():
-            starting_ages[queue] = max(0.0, float(age))
-        for queue, age in sorted(starting_ages.items()):
-            starting.add_metric([queue], age)
+        _fill(starting, _each_queue(), self._ages(conn, "STARTING"), zero=0.0)
         return [jobs, oldest, by_queue, skipped, starting]
 
     def _collect_finished(self, conn: psycopg.Connection) -> list[Metric]:
@@ -344,9 +360,7 @@ class OptimaCollector(Collector):
 
     def _collect_cabinets(self, conn: psycopg.Connection) -> list[Metric]:
         cabinets = GaugeMetricFamily("optima_cabinets", "Cabinets by status", labels=["status"])
-        counts = dict.fromkeys(CABINET_STATUSES, 0) | dict(conn.execute(load("cabinets_by_status")).fetchall())
-        for status, n in sorted(counts.items()):
-            cabinets.add_metric([status], n)
+        _fill(cabinets, ((status,) for status in CABINET_STATUSES), conn.execute(load("cabinets_by_status")))
         return [cabinets]
 
     def _collect_sweeps(self, conn: psycopg.Connection) -> list[Metric]:
@@ -356,11 +370,11 @@ class OptimaCollector(Collector):
             "(skipped: account-busy, or no longer active)",
             labels=["queue", "outcome"],
         )
-        counts = {(q.name, o): 0 for q in QUEUES.values() if q.talks_to_wb for o in SWEEP_OUTCOMES}
-        for queue, outcome, n in conn.execute(load("sweep_outcomes")).fetchall():
-            counts[(queue, outcome)] = n
-        for (queue, outcome), n in sorted(counts.items()):
-            cabinets.add_metric([queue, outcome], n)
+        _fill(
+            cabinets,
+            ((q.name, o) for q in QUEUES.values() if q.talks_to_wb for o in SWEEP_OUTCOMES),
+            conn.execute(load("sweep_outcomes")),
+        )
         return [cabinets]
 
     def _collect_run_workers(self, conn: psycopg.Connection) -> list[Metric]:
@@ -438,9 +452,7 @@ class OptimaCollector(Collector):
             "runs), per queue; growth means new failures",
             labels=["queue"],
         )
-        counts = dict.fromkeys(QUEUES, 0) | dict(conn.execute(self._sql("failed_runs_kept"), TAGS).fetchall())
-        for queue, n in sorted(counts.items()):
-            kept.add_metric([queue], n)
+        _fill(kept, _each_queue(), conn.execute(self._sql("failed_runs_kept"), TAGS))
         return [kept]
 
 

@@ -20,9 +20,9 @@ from optima_pipelines.assets.ads import ad_campaign_stats
 from optima_pipelines.assets.freshness import CHECK_NAME, feed_freshness_checks
 from optima_pipelines.definitions import RESOURCES
 from optima_pipelines.operations.freshness import WATCHED_FEEDS
-from optima_pipelines.operations.records import record_feed_sync
 from optima_pipelines.sensors.freshness import feed_freshness_sensor
 from optima_pipelines.sync.state import mark_deferred
+from tests.ops_records import synced
 
 ADS = "ad_campaign_stats"
 
@@ -30,16 +30,7 @@ ADS = "ad_campaign_stats"
 def confirm(conn, cabinet: str, ago: float) -> None:
     at = datetime.now(UTC) - timedelta(seconds=ago)
     for feed in (ADS, "ad_campaigns"):
-        record_feed_sync(
-            conn,
-            queue="rnp-ads-sync",
-            feed=feed,
-            cabinet_id=cabinet,
-            run_id="r",
-            trigger="scheduled",
-            started_at=at - timedelta(seconds=1),
-            finished_at=at,
-        )
+        synced(conn, "rnp-ads-sync", feed, cabinet, at)
 
 
 def tick(instance, cursor: str | None = None):

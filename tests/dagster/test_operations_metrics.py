@@ -8,7 +8,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from optima_pipelines.operations.metrics import build_registry
-from optima_pipelines.operations.records import record_feed_sync, record_reaggregation
+from optima_pipelines.operations.records import record_feed_sync
+from tests.ops_records import reaggregated
 
 
 @asset
@@ -34,28 +35,13 @@ def sample(figures, name, **labels) -> float | None:
     return figures.get((name, frozenset(labels.items())))
 
 
-def reaggregated(conn, now: datetime, *, lag_seconds: int, partitions: int) -> None:
-    """One finished rnp-sales recompute of cabinet 'a', its source change ``lag_seconds`` before ``now``."""
-    record_reaggregation(
-        conn,
-        domain="rnp-sales",
-        cabinet_id="a",
-        run_id="r",
-        trigger="sensor",
-        started_at=now - timedelta(seconds=2),
-        finished_at=now,
-        source_event_at=now - timedelta(seconds=lag_seconds),
-        partitions_requested=partitions,
-        partitions_recomputed=partitions,
-    )
-
-
-def queued_run(instance, conn, dagster_schema: str, queue: str) -> None:
+def queued_run(instance, conn, dagster_schema: str, queue: str, status: str = "QUEUED") -> str:
     # A QUEUED run needs a remote origin (a code location); the figures only read status and tags,
-    # so a NOT_STARTED run is moved to QUEUED in storage directly.
+    # so a NOT_STARTED run is moved to QUEUED (or STARTING) in storage directly.
     run_id = str(uuid.uuid4())
     instance.add_run(DagsterRun(job_name="queued_job", run_id=run_id, tags={"optima/queue": queue}))
-    conn.execute(f"UPDATE {dagster_schema}.runs SET status = 'QUEUED' WHERE run_id = %s", (run_id,))
+    conn.execute(f"UPDATE {dagster_schema}.runs SET status = %s WHERE run_id = %s", (status, run_id))
+    return run_id
 
 
 def test_scrape_reports_queue_runs_durations_and_sync_figures(dagster_instance, warehouse_conn, database_url, settings):
@@ -63,9 +49,17 @@ def test_scrape_reports_queue_runs_durations_and_sync_figures(dagster_instance, 
     before = scrape(registry)
     assert sample(before, "optima_metrics_up") == 1
     assert sample(before, "optima_queue_oldest_queued_run_age_seconds") == 0
+    assert sample(before, "optima_queue_oldest_starting_run_age_seconds", queue="inventory-sync") == 0
 
     for queue in ("digitization-sync", "digitization-sync", "rnp-ads-sync"):
         queued_run(dagster_instance, warehouse_conn, settings.dagster_schema, queue)
+    # A run launched 90 s ago that no run worker started: its age counts from its launch (update_timestamp).
+    starting = queued_run(dagster_instance, warehouse_conn, settings.dagster_schema, "inventory-sync", "STARTING")
+    warehouse_conn.execute(
+        f"UPDATE {settings.dagster_schema}.runs SET update_timestamp = localtimestamp - interval '90 seconds' "
+        "WHERE run_id = %s",
+        (starting,),
+    )
     tags = {"optima/queue": "example-jobs"}
     assert materialize([metered], instance=dagster_instance, tags=tags).success
     assert materialize([metered], instance=dagster_instance, tags=tags).success
@@ -116,6 +110,8 @@ def test_scrape_reports_queue_runs_durations_and_sync_figures(dagster_instance, 
         for queue in ("digitization-sync", "rnp-ads-sync")
     ]
     assert 0 < sample(after, "optima_queue_oldest_queued_run_age_seconds") == max(oldest_by_queue)
+    assert 90 <= sample(after, "optima_queue_oldest_starting_run_age_seconds", queue="inventory-sync") < 300
+    assert sample(after, "optima_queue_oldest_starting_run_age_seconds", queue="digitization-sync") == 0
 
     # Runs that finished since the previous scrape feed the counters and the duration histogram.
     assert sample(after, "optima_queue_jobs_finished_total", queue="example-jobs", status="success") == 2

@@ -4,7 +4,7 @@ about the original's own names, and docs/operations.md lists every metric the sc
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dagster import asset, materialize
@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from optima_pipelines.operations.metrics import build_registry
-from optima_pipelines.operations.records import record_feed_sync, record_reaggregation
+from tests.ops_records import reaggregated, synced
 from tests.promtool import promtool
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
@@ -43,27 +43,8 @@ def full_scrape(dagster_instance, conn, database_url: str, settings) -> str:
         ("inventory-sync", "stocks"),
     ):
         for cabinet in ("a", "b"):
-            record_feed_sync(
-                conn,
-                queue=queue,
-                feed=feed,
-                cabinet_id=cabinet,
-                run_id="r",
-                trigger="scheduled",
-                started_at=now - timedelta(seconds=5),
-                finished_at=now,
-                changed_days=1,
-            )
-    record_reaggregation(
-        conn,
-        domain="rnp-sales",
-        cabinet_id="a",
-        run_id="r",
-        trigger="sensor",
-        started_at=now - timedelta(seconds=2),
-        finished_at=now,
-        source_event_at=now - timedelta(seconds=9),
-    )
+            synced(conn, queue, feed, cabinet, now, seconds=5, changed_days=1)
+    reaggregated(conn, now, lag_seconds=9)
     tags = {"optima/queue": "example-jobs"}
     assert not materialize([broken_for_the_scrape], instance=dagster_instance, tags=tags, raise_on_error=False).success
     registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)

@@ -6,10 +6,10 @@ import pytest
 
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.operations.freshness import WATCHED_FEEDS, WatchedFeed, allowance_seconds, read_freshness
-from optima_pipelines.operations.records import record_feed_sync
 from optima_pipelines.sync.runs import FeedLoad, finish
 from optima_pipelines.sync.state import mark_deferred
 from optima_pipelines.wb import WbDeferred
+from tests.ops_records import synced
 
 ADS = next(f for f in WATCHED_FEEDS if f.feed == "ad_campaign_stats")
 ALLOWANCE = allowance_seconds(ADS)  # 600 s: the ads' 5-min cadence, two windows
@@ -23,19 +23,7 @@ def add(conn, cabinet_id: str, status: str = "active", created_ago: float = 8640
 
 
 def confirm(conn, cabinet_id: str, ago: float, feed: str = ADS.feed, status: str = "success", **kw) -> None:
-    at = datetime.now(UTC) - timedelta(seconds=ago)
-    record_feed_sync(
-        conn,
-        queue="rnp-ads-sync",
-        feed=feed,
-        cabinet_id=cabinet_id,
-        run_id="r",
-        trigger="scheduled",
-        started_at=at - timedelta(seconds=1),
-        finished_at=at,
-        status=status,
-        **kw,
-    )
+    synced(conn, "rnp-ads-sync", feed, cabinet_id, datetime.now(UTC) - timedelta(seconds=ago), status=status, **kw)
 
 
 def ads_freshness(conn, top: int = 10):
