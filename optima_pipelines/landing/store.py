@@ -525,3 +525,5 @@ def _flush_at_exit() -> None:
             landing.flush()
         except LandingError as exc:  # the spool stays: the next flush or recover publishes it
             log.warning(str(exc))
+        except OSError as exc:  # its folder is gone (a test's or a bench's temporary state): nothing to keep
+            log.warning("the landing spool could not be published at exit: %s", exc)
