@@ -22,7 +22,7 @@ def evaluations(result) -> dict[tuple[str, str], AssetCheckEvaluation]:
 
 def confirm_feeds(conn, cabinet: str) -> None:
     """The cabinet's first loads of the checked feeds are done (what every sync records)."""
-    from optima_pipelines.assets.rnp import CHECK_SOURCES
+    from optima_pipelines.mart.checks import CHECK_SOURCES
     from optima_pipelines.operations.records import record_feed_sync
     from optima_pipelines.orchestration.queues import ASSET_QUEUES
 

@@ -7,8 +7,8 @@ from datetime import date
 
 import pytest
 from dagster import AssetKey, DagsterEventType, DagsterRunStatus, RunsFilter
-from optima_pipelines.orchestration.rnp_plan import FEED_ROLLUP
 
+from optima_pipelines.mart.plan import FEED_ROLLUP
 from optima_pipelines.orchestration.queues import TAG_QUEUE
 from tests.rnp_feeds import (
     TODAY,
