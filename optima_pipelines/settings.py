@@ -231,6 +231,13 @@ ENVIRONMENT_VARIABLES: dict[str, EnvironmentVariable] = {
         unset="the embedded server, one per pytest worker",
         scope="tests",
     ),
+    "OPTIMA_TEST_UPDATE_DOCS": EnvironmentVariable(
+        None,
+        "`1`: the freshness drill (`tests/system/test_drills_freshness.py`) writes its screenshot of the stale "
+        "cabinet in the UI to `docs/img/`.",
+        unset="the drill takes the screenshot into its artifacts folder and leaves `docs/img/` as it is",
+        scope="tests",
+    ),
     "OPTIMA_BENCH_DATABASE_URL": EnvironmentVariable(
         None,
         "The PostgreSQL server on which the benchmarks (`bench/`) create (and drop) throwaway databases.",

@@ -18,6 +18,7 @@ freshness checks tick every 10 s. Three cabinets sync their ads; then
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,6 +44,8 @@ HEALTHY, PENALIZED, REVOKED = "drill-1", "drill-2", "drill-3"
 #: The penalty, in real seconds: long enough for the cabinet to pass twice its allowance (OptimaCabinetStale).
 PENALTY_S = 130
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+#: `OPTIMA_TEST_UPDATE_DOCS=1 pytest -m drill` refreshes docs/img's screenshot from this drill.
+UPDATE_DOCS_ENV = "OPTIMA_TEST_UPDATE_DOCS"
 
 CHECK = """
 query($key: AssetKeyInput!) {
@@ -196,7 +199,10 @@ def screenshot_checks(dep, path: Path) -> None:
             finally:
                 ARTIFACTS.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=shot)  # what the browser showed, also when it failed
-            shutil.copyfile(shot, path)  # docs/img only gets a screenshot of the stale cabinet
+            # docs/img only gets a screenshot of the stale cabinet, and only when asked (or when it has
+            # none): a test run leaves the working tree as it found it.
+            if os.environ.get(UPDATE_DOCS_ENV) == "1" or not path.exists():
+                shutil.copyfile(shot, path)
         finally:
             browser.close()
 
