@@ -115,7 +115,7 @@ def process_kind(proc: psutil.Process) -> str:
         ("compute_logs", "run workers"),
         ("execute_run", "run workers"),
         ("dagster-daemon", "daemon"),
-        ("ops.daemon", "daemon"),
+        ("operations.daemon", "daemon"),
         ("serve daemon", "daemon"),
         ("serve webserver", "webserver"),
         ("dagster-webserver", "webserver"),

@@ -230,9 +230,13 @@ def test_run_workers_log_each_line_once_in_json_and_a_failed_run_as_a_failure(dr
     wait_for(lambda: len(confirmed(stack, (HEALTHY,))) == 1, "a sweep of the ads", timeout=240, dep=dep)
     failed = launch_run(dep, "ads_sync", cabinet_run_config("ads_sync", "ghost-shop"))
     assert dep.wait_for_run(failed) == "FAILURE"
+    # The step's failure (the run's process) and Celery's verdict (the worker's) are printed apart.
     lines = wait_for(
-        lambda: (ls := json_lines(dep.log())) and any(failed in str(e.get("message")) for e in ls) and ls,
-        "the run worker's line about the failed run",
+        lambda: (ls := json_lines(dep.log()))
+        and any(e.get("run_id") == failed and "STEP_FAILURE" in str(e.get("message")) for e in ls)
+        and any(f"run {failed} of ads_sync ended FAILURE" in str(e.get("message")) for e in ls)
+        and ls,
+        "the run worker's lines about the failed run",
         timeout=60,
         dep=dep,
     )

@@ -112,11 +112,18 @@ def test_runs_execute_in_both_run_worker_processes(warm_stack):  # type: ignore[
         stack.sim.faults.set("GET statistics/*", latency_s=0.5)
     seen = by_worker()
     assert set(seen) == {"run-worker-1", "run-worker-2"}, seen
-    # No run was started by the code server's spawn path: every launched run is a Celery task.
-    for record in records(stack):
-        if record.dagster_run.status in (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED):
-            continue
-        assert "dagster-celery/task_id" in record.dagster_run.tags, record.dagster_run.run_id
+    # No run was started by the code server's spawn path: every launched run is a Celery task. A run
+    # caught while the launcher sends it (STARTING) gets its task's id a moment later: the check waits
+    # for it (a run the spawn path started never gets one).
+    def untagged() -> list[str]:
+        return [
+            record.dagster_run.run_id
+            for record in records(stack)
+            if record.dagster_run.status not in (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED)
+            and "dagster-celery/task_id" not in record.dagster_run.tags
+        ]
+
+    wait_until(lambda: not untagged(), 60, "every launched run to carry its Celery task's id", stack.dev)
     failed = [r.dagster_run.run_id for r in records(stack) if r.dagster_run.status == DagsterRunStatus.FAILURE]
     assert failed == []
 
