@@ -35,7 +35,6 @@ if __package__ in (None, ""):
 from bench import harness
 from bench.harness import Bench, Option
 
-NAME = "definitions_scale"
 TITLE = "definitions load and every sensor's/schedule's tick with 1,000 cabinets × 2 years of partitions"
 OPTIONS = [
     Option("cabinets", 1000, 30, "active cabinets (dynamic partitions)"),

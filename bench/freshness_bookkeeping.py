@@ -36,7 +36,6 @@ if __package__ in (None, ""):
 from bench import harness
 from bench.harness import Bench, Option
 
-NAME = "freshness_bookkeeping"
 TITLE = "freshness bookkeeping per cabinet-sync (finish with confirmed_at vs without) and its reads"
 OPTIONS = [
     Option("cabinets", 1000, 100, "cabinets (rows of the bookkeeping, and read)"),
