@@ -1,15 +1,14 @@
 """/metrics on real storage: runs in Dagster's run storage and sync figures in the warehouse become the figures."""
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from dagster import DagsterRun, asset, materialize
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from optima_pipelines.operations.metrics import build_registry
-from optima_pipelines.operations.records import record_feed_sync
-from tests.ops_records import reaggregated
+from tests.ops_records import reaggregated, synced
 
 
 @asset
@@ -69,30 +68,18 @@ def test_scrape_reports_queue_runs_durations_and_sync_figures(dagster_instance, 
 
     now = datetime.now(UTC)
     for cabinet, fetched in (("a", 100), ("b", 50)):
-        record_feed_sync(
+        synced(
             warehouse_conn,
-            queue="digitization-sync",
-            feed="wb_orders",
-            cabinet_id=cabinet,
-            run_id="r",
-            trigger="scheduled",
-            started_at=now - timedelta(seconds=5),
-            finished_at=now,
+            "digitization-sync",
+            "wb_orders",
+            cabinet,
+            now,
+            seconds=5,
             rows_fetched=fetched,
             rows_inserted=fetched // 2,
             changed_days=2,
         )
-    record_feed_sync(
-        warehouse_conn,
-        queue="rnp-finance-sync",
-        feed="wb_report_lines",
-        cabinet_id="a",
-        run_id="r",
-        trigger="scheduled",
-        started_at=now - timedelta(seconds=5),
-        finished_at=now,
-        status="failure",
-    )
+    synced(warehouse_conn, "rnp-finance-sync", "wb_report_lines", "a", now, seconds=5, status="failure")
     warehouse_conn.execute("INSERT INTO cabinets (id, name) VALUES ('a', 'A'), ('b', 'B')")
     reaggregated(warehouse_conn, now, lag_seconds=40, partitions=4)
 
@@ -199,16 +186,7 @@ def test_every_expression_of_the_shipped_grafana_dashboard_names_exported_series
         ("rnp-finance-sync", "wb_report_lines"),
         ("inventory-sync", "stocks"),
     ):
-        record_feed_sync(
-            warehouse_conn,
-            queue=queue,
-            feed=feed,
-            cabinet_id="a",
-            run_id="r",
-            trigger="scheduled",
-            started_at=now - timedelta(seconds=5),
-            finished_at=now,
-        )
+        synced(warehouse_conn, queue, feed, "a", now, seconds=5)
     reaggregated(warehouse_conn, now, lag_seconds=10, partitions=0)
     registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
     text = generate_latest(registry).decode()
