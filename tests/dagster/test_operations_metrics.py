@@ -8,7 +8,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from optima_pipelines.operations.metrics import build_registry
-from tests.ops_records import reaggregated, synced
+from tests.ops_records import full_scrape, reaggregated, synced
 
 
 @asset
@@ -176,21 +176,9 @@ def test_every_expression_of_the_shipped_grafana_dashboard_names_exported_series
     import re
     from pathlib import Path
 
-    # One sync of a feed of each family and one re-aggregation, so that the series with an age exist.
-    now = datetime.now(UTC)
-    warehouse_conn.execute("INSERT INTO cabinets (id, name) VALUES ('a', 'A')")
-    # A cabinet whose token WB rejected: stale at once, named on /metrics (the freshness table).
-    warehouse_conn.execute("INSERT INTO cabinets (id, name, status) VALUES ('b', 'B', 'token_invalid')")
-    for queue, feed in (
-        ("digitization-sync", "wb_orders"),
-        ("rnp-finance-sync", "wb_report_lines"),
-        ("inventory-sync", "stocks"),
-    ):
-        synced(warehouse_conn, queue, feed, "a", now, seconds=5)
-    reaggregated(warehouse_conn, now, lag_seconds=10, partitions=0)
-    registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
-    text = generate_latest(registry).decode()
-    collector.close()
+    # Syncs of a feed of each family, a re-aggregation, a cabinet stale with a rejected token (named on
+    # /metrics, the freshness table): the series with an age exist.
+    text = full_scrape(dagster_instance, warehouse_conn, database_url, settings)
     labels_by_name: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
