@@ -35,7 +35,6 @@ if __package__ in (None, ""):
 from bench import harness
 from bench.harness import Bench, Option
 
-NAME = "definitions_scale"
 TITLE = "definitions load and every sensor's/schedule's tick with 1,000 cabinets × 2 years of partitions"
 OPTIONS = [
     Option("cabinets", 1000, 30, "active cabinets (dynamic partitions)"),
@@ -113,6 +112,12 @@ def fill(env: harness.Environment, cabinets: int, events: int, runs: int) -> Non
             harness.fill_runs(conn, f"dagster_{env.env}", runs, cabinets, in_flight=False)
         harness.report_increment(instance, ids, FEEDS)
     schema = f"dagster_{env.env}"
+    # The oldest N materializations again, as new rows (new storage ids).
+    copy_oldest = f"""INSERT INTO {schema}.event_logs (run_id, event, dagster_event_type, timestamp, step_key,
+                                                      asset_key, partition)
+        SELECT run_id, event, dagster_event_type, timestamp, step_key, asset_key, partition
+        FROM {schema}.event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'
+        ORDER BY id LIMIT %s"""
     with env.connect() as conn:
         # Older history: the same rows again (new storage ids) until the event log holds `events`.
         while True:
@@ -121,23 +126,9 @@ def fill(env: harness.Environment, cabinets: int, events: int, runs: int) -> Non
             ).fetchone()[0]  # type: ignore[index]
             if count >= events:
                 break
-            conn.execute(
-                f"""INSERT INTO {schema}.event_logs (run_id, event, dagster_event_type, timestamp, step_key,
-                                                     asset_key, partition)
-                    SELECT run_id, event, dagster_event_type, timestamp, step_key, asset_key, partition
-                    FROM {schema}.event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'
-                    ORDER BY id LIMIT %s""",
-                (events - count,),
-            )
+            conn.execute(copy_oldest, (events - count,))
         # The newest increment last, as in production (the sensor's cursor is just behind it).
-        conn.execute(
-            f"""INSERT INTO {schema}.event_logs (run_id, event, dagster_event_type, timestamp, step_key,
-                                                 asset_key, partition)
-                SELECT run_id, event, dagster_event_type, timestamp, step_key, asset_key, partition
-                FROM {schema}.event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'
-                ORDER BY id LIMIT %s""",
-            (cabinets * len(FEEDS) * 2,),
-        )
+        conn.execute(copy_oldest, (cabinets * len(FEEDS) * 2,))
         conn.execute(f"ANALYZE {schema}.event_logs")
 
 

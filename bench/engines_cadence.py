@@ -37,7 +37,6 @@ if __package__ in (None, ""):
 from bench import harness
 from bench.harness import Bench, Option
 
-NAME = "engines_cadence"
 TITLE = "bid-engine and booking sensors: runs per hour and tick CPU, vs a run per cabinet per tick"
 OPTIONS = [
     Option("cabinets", 50, 8, "cabinets, each with one autobidder rule and one open booking task"),

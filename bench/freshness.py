@@ -33,7 +33,6 @@ if __package__ in (None, ""):
 from bench import harness
 from bench.harness import Bench, Option
 
-NAME = "freshness"
 TITLE = "user feed import request → its days recomputed in rnp_daily, through the real daemon: p50/p95"
 OPTIONS = [
     Option("requests", 6, 2, "import requests (one cabinet each, made one at a time)"),

@@ -36,7 +36,6 @@ if __package__ in (None, ""):
 from bench import harness
 from bench.harness import Bench, Option
 
-NAME = "freshness_bookkeeping"
 TITLE = "freshness bookkeeping per cabinet-sync (finish with confirmed_at vs without) and its reads"
 OPTIONS = [
     Option("cabinets", 1000, 100, "cabinets (rows of the bookkeeping, and read)"),
@@ -155,24 +154,19 @@ def run(bench: Bench, opts: argparse.Namespace) -> None:
                 )
                 per_sync.append((time.process_time() - cpu, time.perf_counter() - wall))
         sync_cpu, sync_wall = statistics.median(c for c, _ in per_sync), statistics.median(w for _, w in per_sync)
-        bench.figure(
-            "ads sync of one cabinet, wall",
-            sync_wall * 1000,
-            "ms",
-            baseline_name="its bookkeeping's difference",
-            baseline=(new_wall - old_wall) * 1000,
-            higher_is_better=False,
-            note=f"difference = {100 * (new_wall - old_wall) / sync_wall:+.2f} % of the sync's wall",
-        )
-        bench.figure(
-            "ads sync of one cabinet, CPU",
-            sync_cpu * 1000,
-            "ms",
-            baseline_name="its bookkeeping's difference",
-            baseline=(new_cpu - old_cpu) * 1000,
-            higher_is_better=False,
-            note=f"difference = {100 * (new_cpu - old_cpu) / sync_cpu:+.2f} % of the sync's CPU",
-        )
+        for what, sync_time, difference in (
+            ("wall", sync_wall, new_wall - old_wall),
+            ("CPU", sync_cpu, new_cpu - old_cpu),
+        ):
+            bench.figure(
+                f"ads sync of one cabinet, {what}",
+                sync_time * 1000,
+                "ms",
+                baseline_name="its bookkeeping's difference",
+                baseline=difference * 1000,
+                higher_is_better=False,
+                note=f"difference = {100 * difference / sync_time:+.2f} % of the sync's {what}",
+            )
 
         # The reads, over every cabinet: every feed confirmed for all but a few.
         now = datetime.now(UTC)

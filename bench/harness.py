@@ -2,7 +2,7 @@
 
 Every benchmark module in ``bench/`` declares
 
-- ``NAME`` and a one-line ``TITLE``;
+- a one-line ``TITLE`` (its name is its module's: :func:`name_of`);
 - ``OPTIONS``: its sizes as :class:`Option` (a full value and a ``--quick`` value);
 - ``run(bench: Bench, opts: argparse.Namespace) -> None``, which measures and calls
   :meth:`Bench.figure` for every figure, each next to a baseline measured in the same run;
@@ -80,8 +80,13 @@ class Option:
         return f"{self.help} (default {show(self.full)}; --quick {show(self.quick)})"
 
 
+def name_of(module: ModuleType) -> str:
+    """A benchmark's name: its module's (``bench/<name>.py``), also when it runs as ``__main__``."""
+    return Path(str(module.__file__)).stem
+
+
 def add_options(parser: argparse.ArgumentParser, module: ModuleType, prefix: str = "") -> None:
-    group = parser.add_argument_group(f"{module.NAME}: {module.TITLE}")
+    group = parser.add_argument_group(f"{name_of(module)}: {module.TITLE}")
     for option in module.OPTIONS:
         flag = f"--{prefix}{option.name}".replace("_", "-")
         group.add_argument(flag, dest=f"{prefix}{option.name}".replace("-", "_"), type=option.parse, default=None,
@@ -451,17 +456,18 @@ def run_modules(modules: Sequence[ModuleType], args: argparse.Namespace, *, pref
         say(describe_machine(info))
         options: dict[str, Any] = {}
         for module in modules:
-            opts = resolve_options(args, module, args.quick, f"{module.NAME}-" if prefixed else "")
-            options[module.NAME] = vars(opts)
-            bench.current = module.NAME
-            say(f"\n== {module.NAME}: {module.TITLE} (load average {load_average():.2f})")
+            name = name_of(module)
+            opts = resolve_options(args, module, args.quick, f"{name}-" if prefixed else "")
+            options[name] = vars(opts)
+            bench.current = name
+            say(f"\n== {name}: {module.TITLE} (load average {load_average():.2f})")
             started = time.monotonic()
             try:
                 module.run(bench, opts)
             except Exception as exc:  # one broken benchmark must not hide the others' figures
                 traceback.print_exc()
-                bench.errors.append({"bench": module.NAME, "error": f"{exc.__class__.__name__}: {exc}"})
-            say(f"   ({module.NAME} took {time.monotonic() - started:.0f} s)")
+                bench.errors.append({"bench": name, "error": f"{exc.__class__.__name__}: {exc}"})
+            say(f"   ({name} took {time.monotonic() - started:.0f} s)")
         print()
         print(describe_machine(info))
         print(
@@ -471,7 +477,7 @@ def run_modules(modules: Sequence[ModuleType], args: argparse.Namespace, *, pref
         print(table(bench.figures))
         for error in bench.errors:
             print(f"\nFAILED {error['bench']}: {error['error']}")
-        path = write_results([m.NAME for m in modules], info, bench, options)
+        path = write_results([name_of(m) for m in modules], info, bench, options)
         print(f"\nresults: {path.relative_to(ROOT)}")
         return 1 if bench.errors else 0
 

@@ -47,7 +47,6 @@ from optima_pipelines.timeutil import now_moscow
 from optima_pipelines.wb import Order
 from optima_pipelines.wb.screening import Page, decode_rows
 
-NAME = "ingest"
 TITLE = "WB orders JSON → wb_orders rows/s vs raw COPY (unlogged) and pandas.to_sql"
 OPTIONS = [
     Option("rows", [200_000, 1_000_000], [20_000], "orders per load", kind="ints"),

@@ -47,7 +47,6 @@ from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 from optima_pipelines.wb import RateLimiter, WbClient, WbConfig
 from wb_simulator import CabinetSpec, Simulator, serve
 
-NAME = "landing"
 TITLE = "Raw landing of WB's answers: CPU per answer on vs off, bytes per cabinet-day, replay vs live"
 OPTIONS = [
     Option("cabinets", 3, 1, "cabinets"),

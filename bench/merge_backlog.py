@@ -52,7 +52,6 @@ from optima_pipelines.mart.recompute import TABLES, recompute_tables
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.timeutil import today_moscow
 
-NAME = "merge_backlog"
 TITLE = "the nightly merge at N cabinets, with and without a backlog of stale days"
 OPTIONS = [
     Option("cabinets", 1000, 20, "cabinets"),

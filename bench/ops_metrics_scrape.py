@@ -145,7 +145,6 @@ def time_public_api(instance) -> list[float]:
     return timings
 
 
-NAME = "ops_metrics_scrape"
 TITLE = "/metrics scrape time with 500 cabinets and 100k runs, vs an empty environment and the public API"
 OPTIONS = [
     Option("cabinets", 500, 50, "cabinets"),

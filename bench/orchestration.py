@@ -38,7 +38,6 @@ if __package__ in (None, ""):
 from bench import harness
 from bench.harness import Bench, Option
 
-NAME = "orchestration"
 TITLE = "trivial queued runs through the real daemon: runs/s, queue-to-success p50/p95, vs the process floor"
 OPTIONS = [
     Option("sequential", 10, 3, "runs launched one at a time"),

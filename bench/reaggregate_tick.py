@@ -28,7 +28,6 @@ if __package__ in (None, ""):
 from bench import harness
 from bench.harness import Bench, Option
 
-NAME = "reaggregate_tick"
 TITLE = "the re-aggregation sensor's tick, which creates its runs, after a window of N cabinets"
 OPTIONS = [
     Option("cabinets", 1000, 50, "cabinets whose window's feed events the sensor reads"),

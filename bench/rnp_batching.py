@@ -117,7 +117,6 @@ def launch(dep: RunningDeployment, asset: str, key: str) -> None:
         raise SystemExit(f"launch failed: {result}")
 
 
-NAME = "rnp_batching"
 TITLE = "re-aggregation of a 90-day user import through the real daemon: batched runs vs a run per partition"
 OPTIONS = [
     Option("days", 90, 10, "days of the import"),

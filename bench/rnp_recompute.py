@@ -334,7 +334,6 @@ def write_rollups(conn: psycopg.Connection, rollups: dict[str, pd.DataFrame]) ->
                     copy.write(out[columns].to_csv(index=False, header=False))
 
 
-NAME = "rnp_recompute"
 TITLE = "РНП recompute of one cabinet (90 days × 5,000 products) and of one changed day: SQL vs pandas"
 OPTIONS = [
     Option("days", 90, 10, "days of the cabinet's feeds"),

@@ -45,13 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of every benchmark")
     parser.add_argument("--only", default="", help=f"comma-separated benchmarks (of {', '.join(BENCHMARKS)})")
     for module in modules:
-        harness.add_options(parser, module, prefix=f"{module.NAME}-")
+        harness.add_options(parser, module, prefix=f"{harness.name_of(module)}-")
     args = parser.parse_args(argv)
     chosen = [n.strip() for n in args.only.split(",") if n.strip()] or BENCHMARKS
     unknown = sorted(set(chosen) - set(BENCHMARKS))
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
-    return harness.run_modules([m for m in modules if m.NAME in chosen], args, prefixed=True)
+    return harness.run_modules([m for m in modules if harness.name_of(m) in chosen], args, prefixed=True)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,6 @@ import itertools
 from bench import harness
 from bench.harness import Bench, Option
 
-NAME = "scale"
 TITLE = "N cabinets, every schedule and sensor on, fixed wall time: cadences held, CPU, memory"
 OPTIONS = [
     Option("cabinets", [200, 1000], [3], "numbers of cabinets N", kind="ints"),

@@ -35,7 +35,6 @@ if __package__ in (None, ""):
 from bench import harness
 from bench.harness import Bench, Option
 
-NAME = "sweep_cost"
 TITLE = "one sweep over N cabinets: CPU, PostgreSQL sessions; pooled connections vs a connection per use"
 OPTIONS = [
     Option("cabinets", 200, 12, "cabinets in the sweep"),

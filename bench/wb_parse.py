@@ -179,7 +179,6 @@ def to_copy_rows(rows: list[Order]) -> list[tuple[Any, ...]]:
     return [r.copy_row() for r in rows]
 
 
-NAME = "wb_parse"
 TITLE = "WB client parse path: orders JSON → typed rows → COPY tuples, msgspec vs stdlib json"
 OPTIONS = [
     Option("rows", 200_000, 20_000, "orders in the JSON body"),

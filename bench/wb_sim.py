@@ -27,7 +27,6 @@ from bench import harness
 from bench.harness import Bench, Option
 from wb_simulator import CabinetSpec, Simulator, rows, serve
 
-NAME = "wb_sim"
 TITLE = "WB simulator: build a big cabinet and page its orders feed out over HTTP"
 OPTIONS = [
     Option("orders-per-day", 2300, 300, "orders per day of the cabinet"),

@@ -1,11 +1,16 @@
 """Figures in the operations tables (operations.records), for tests: a finished feed sync or
-re-aggregation with the test's own moment and the other arguments at a plain default."""
+re-aggregation with the test's own moment and the other arguments at a plain default; and a /metrics
+scrape in which every family has series."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from dagster import asset, materialize
+from prometheus_client import generate_latest
+
+from optima_pipelines.operations.metrics import build_registry
 from optima_pipelines.operations.records import record_feed_sync, record_reaggregation
 
 
@@ -38,3 +43,31 @@ def reaggregated(conn, now: datetime, *, lag_seconds: float, partitions: int = 0
         partitions_requested=partitions,
         partitions_recomputed=partitions,
     )
+
+
+@asset
+def broken_for_the_scrape() -> None:
+    raise RuntimeError("this run fails")
+
+
+def full_scrape(dagster_instance, conn, database_url: str, settings) -> str:
+    """A scrape in which every family has series: syncs of each family's feeds, one cabinet stale with
+    a rejected token, a failed run, a re-aggregation."""
+    now = datetime.now(UTC)
+    conn.execute("INSERT INTO cabinets (id, name) VALUES ('a', 'A')")
+    conn.execute("INSERT INTO cabinets (id, name, status) VALUES ('b', 'B', 'token_invalid')")
+    for queue, feed in (
+        ("digitization-sync", "wb_orders"),
+        ("rnp-ads-sync", "ad_campaign_stats"),
+        ("inventory-sync", "stocks"),
+    ):
+        for cabinet in ("a", "b"):
+            synced(conn, queue, feed, cabinet, now, seconds=5, changed_days=1)
+    reaggregated(conn, now, lag_seconds=9)
+    tags = {"optima/queue": "example-jobs"}
+    assert not materialize([broken_for_the_scrape], instance=dagster_instance, tags=tags, raise_on_error=False).success
+    registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
+    try:
+        return generate_latest(registry).decode()
+    finally:
+        collector.close()

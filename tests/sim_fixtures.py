@@ -51,3 +51,11 @@ def served(sim: Simulator, token: str | None = "default") -> Iterator[tuple[str,
             yield base_url, wb
         finally:
             wb.close()
+
+
+def served_fast_small_sim() -> Iterator[tuple[Simulator, Wb]]:
+    """A module's ``env`` fixture body: ``small_sim`` with rate limits a million times faster (the module
+    checks answers, not pacing), served, and a client to it."""
+    sim = small_sim(time_scale=1e6)
+    with served(sim) as (_, wb):
+        yield sim, wb

@@ -127,6 +127,20 @@ def _fill(
     return figures
 
 
+def _filled_gauge(
+    name: str,
+    documentation: str,
+    labels: list[str],
+    zeros: Iterable[tuple[str, ...]],
+    rows: Iterable[Sequence[Any]],
+    zero: float = 0,
+) -> GaugeMetricFamily:
+    """A gauge family with a sample for every label tuple of ``zeros`` and for each row (:func:`_fill`)."""
+    family = GaugeMetricFamily(name, documentation, labels=labels)
+    _fill(family, zeros, rows, zero)
+    return family
+
+
 class OptimaCollector(Collector):
     """Reads the figures on every scrape. One connection, reopened when it breaks; scrapes are serialised."""
 
@@ -201,14 +215,11 @@ class OptimaCollector(Collector):
     # Dagster's run storage -------------------------------------------------------------------
 
     def _collect_queue(self, conn: psycopg.Connection) -> list[Metric]:
-        jobs = GaugeMetricFamily(
+        jobs = _filled_gauge(
             "optima_queue_jobs",
             "Runs by queue (job kind) and status: queued and running now; success/failure/canceled: "
             "finished in the last 24 h",
-            labels=["queue", "status"],
-        )
-        _fill(
-            jobs,
+            ["queue", "status"],
             ((queue, status) for queue in QUEUES for status in RUN_STATUSES),
             ((queue, status.lower(), n) for queue, status, n in conn.execute(self._sql("queue_runs"), TAGS)),
         )
@@ -222,20 +233,21 @@ class OptimaCollector(Collector):
         ages = _fill(by_queue, _each_queue(), self._ages(conn, "QUEUED"), zero=0.0)
         oldest.add_metric([], max(ages.values()))
 
-        skipped = GaugeMetricFamily(
+        skipped = _filled_gauge(
             "optima_queue_jobs_skipped",
             "Runs that ended skipped (reason: account-busy, ...) in the last 24 h",
-            labels=["queue", "reason"],
+            ["queue", "reason"],
+            ((queue, SKIPPED_ACCOUNT_BUSY) for queue in QUEUES),
+            conn.execute(self._sql("skipped_runs"), TAGS),
         )
-        _fill(
-            skipped, ((queue, SKIPPED_ACCOUNT_BUSY) for queue in QUEUES), conn.execute(self._sql("skipped_runs"), TAGS)
-        )
-        starting = GaugeMetricFamily(
+        starting = _filled_gauge(
             "optima_queue_oldest_starting_run_age_seconds",
             "Age of the oldest run launched but not started yet (STARTING), per queue (0: none)",
-            labels=["queue"],
+            ["queue"],
+            _each_queue(),
+            self._ages(conn, "STARTING"),
+            zero=0.0,
         )
-        _fill(starting, _each_queue(), self._ages(conn, "STARTING"), zero=0.0)
         return [jobs, oldest, by_queue, skipped, starting]
 
     def _collect_finished(self, conn: psycopg.Connection) -> list[Metric]:
@@ -359,19 +371,21 @@ class OptimaCollector(Collector):
         return [runs, requested, recomputed, lag, recent]
 
     def _collect_cabinets(self, conn: psycopg.Connection) -> list[Metric]:
-        cabinets = GaugeMetricFamily("optima_cabinets", "Cabinets by status", labels=["status"])
-        _fill(cabinets, ((status,) for status in CABINET_STATUSES), conn.execute(load("cabinets_by_status")))
+        cabinets = _filled_gauge(
+            "optima_cabinets",
+            "Cabinets by status",
+            ["status"],
+            ((status,) for status in CABINET_STATUSES),
+            conn.execute(load("cabinets_by_status")),
+        )
         return [cabinets]
 
     def _collect_sweeps(self, conn: psycopg.Connection) -> list[Metric]:
-        cabinets = GaugeMetricFamily(
+        cabinets = _filled_gauge(
             "optima_sweep_cabinets",
             "Cabinets of sweeps (one run over many cabinets) in the last 24 h by queue and outcome "
             "(skipped: account-busy, or no longer active)",
-            labels=["queue", "outcome"],
-        )
-        _fill(
-            cabinets,
+            ["queue", "outcome"],
             ((q.name, o) for q in QUEUES.values() if q.talks_to_wb for o in SWEEP_OUTCOMES),
             conn.execute(load("sweep_outcomes")),
         )
@@ -446,13 +460,14 @@ class OptimaCollector(Collector):
         return [watched, stale, oldest, allowance, named]
 
     def _collect_dead_letter(self, conn: psycopg.Connection) -> list[Metric]:
-        kept = GaugeMetricFamily(
+        kept = _filled_gauge(
             "optima_failed_runs_kept",
             "Failed runs kept in Dagster's storage (the dead-letter: prune_runs deletes only successful "
             "runs), per queue; growth means new failures",
-            labels=["queue"],
+            ["queue"],
+            _each_queue(),
+            conn.execute(self._sql("failed_runs_kept"), TAGS),
         )
-        _fill(kept, _each_queue(), conn.execute(self._sql("failed_runs_kept"), TAGS))
         return [kept]
 
 

@@ -12,8 +12,9 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
+from typing import Any
 
-from dagster import DefaultScheduleStatus, DefaultSensorStatus
+from dagster import DefaultScheduleStatus, DefaultSensorStatus, sensor
 
 from optima_pipelines.errors import ConfigError
 from optima_pipelines.orchestration.dagster_internals import latest_cron_tick
@@ -422,6 +423,17 @@ def _runs_by_default(name: str, running: bool) -> bool:
 def sensor_status(name: str) -> DefaultSensorStatus:
     """How the sensor starts in a new deployment: running, unless OPTIMA_AUTOMATIONS_STOPPED names it."""
     return DefaultSensorStatus.RUNNING if _runs_by_default(name, True) else DefaultSensorStatus.STOPPED
+
+
+def cadence_sensor(entry: Cadence, *, default_interval_seconds: int, **kwargs: Any) -> Any:
+    """``@sensor`` for the cadence ``entry``: its name, its interval (``default_interval_seconds`` when
+    the cadence declares none) and how it starts (:func:`sensor_status`); ``kwargs`` go to ``sensor``."""
+    return sensor(
+        name=entry.name,
+        minimum_interval_seconds=entry.interval_seconds or default_interval_seconds,
+        default_status=sensor_status(entry.name),
+        **kwargs,
+    )
 
 
 def schedule_status(name: str, running: bool = True) -> DefaultScheduleStatus:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 
 import psycopg
-from dagster import SensorEvaluationContext, SensorResult, SkipReason, sensor
+from dagster import SensorEvaluationContext, SensorResult, SkipReason
 
 from optima_pipelines.engines import autobidder
 from optima_pipelines.errors import OptimaError
@@ -27,7 +27,7 @@ from optima_pipelines.jobs.autobidder import (
     autobidder_bid_engine_sweep,
     autobidder_sync_job,
 )
-from optima_pipelines.orchestration.cadences import cadence, sensor_status
+from optima_pipelines.orchestration.cadences import cadence, cadence_sensor
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.sensors.catalog import validate_cabinet_request
 from optima_pipelines.sensors.handlers import RequestHandler
@@ -47,11 +47,10 @@ _BID = cadence("autobidder_bid_engine_sensor")
 BID_SWEEP = Sweep(autobidder_bid_engine_sweep, autobidder_bid_engine_job, BID_QUEUE)
 
 
-@sensor(
-    name=_BID.name,
+@cadence_sensor(
+    _BID,
+    default_interval_seconds=60,
     job=autobidder_bid_engine_sweep,
-    minimum_interval_seconds=_BID.interval_seconds or 60,
-    default_status=sensor_status(_BID.name),
     description="Every minute: one sweep of the bid engine over the cabinets whose autobidder rules would change a "
     "bid now (decided here from the warehouse; no run when no cabinet has anything to change).",
 )

@@ -15,11 +15,11 @@ error is recorded on the monitor's state and the tasks while the sensor itself s
 from __future__ import annotations
 
 import psycopg
-from dagster import SensorEvaluationContext, SkipReason, sensor
+from dagster import SensorEvaluationContext, SkipReason
 
 from optima_pipelines.engines import booking
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.orchestration.cadences import cadence, sensor_status
+from optima_pipelines.orchestration.cadences import cadence, cadence_sensor
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.timeutil import today_moscow
@@ -50,10 +50,9 @@ def poll_coefficients(wb: WbApi, tasks: list[booking.Task], last_cabinet: str | 
     return None, used, error
 
 
-@sensor(
-    name=_SLOTS.name,
-    minimum_interval_seconds=_SLOTS.interval_seconds or 12,
-    default_status=sensor_status(_SLOTS.name),
+@cadence_sensor(
+    _SLOTS,
+    default_interval_seconds=12,
     description="Every 12 s: one poll of WB's acceptance coefficients for the open booking tasks; a matching slot "
     "marks its task matched, once (booking_matches, engine_actions). WB errors are recorded, not raised.",
 )

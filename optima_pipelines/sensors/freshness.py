@@ -13,12 +13,12 @@ import json
 import time
 
 import psycopg
-from dagster import SensorEvaluationContext, SensorResult, SkipReason, sensor
+from dagster import SensorEvaluationContext, SensorResult, SkipReason
 
 from optima_pipelines.assets.freshness import evaluation
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.operations.freshness import WATCHED_FEEDS, FeedFreshness, evaluate_every_seconds, read_freshness
-from optima_pipelines.orchestration.cadences import cadence, sensor_status
+from optima_pipelines.orchestration.cadences import cadence, cadence_sensor
 from optima_pipelines.resources.warehouse import Warehouse
 
 _CADENCE = cadence("feed_freshness_sensor")
@@ -39,10 +39,9 @@ def due_feeds(
     return due, new
 
 
-@sensor(
-    name=_CADENCE.name,
-    minimum_interval_seconds=_CADENCE.interval_seconds or 60,
-    default_status=sensor_status(_CADENCE.name),
+@cadence_sensor(
+    _CADENCE,
+    default_interval_seconds=60,
     description="Evaluates each WB feed's fresh_per_cabinet check (no run): fails naming the cabinets whose last "
     "confirmed sync is older than the feed's allowance, with what holds each (WB's pause, token_invalid, "
     "account-busy, the last error). At most once a window per feed, and when a feed turns stale or fresh.",

@@ -20,13 +20,12 @@ from dagster import (
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
-    sensor,
 )
 
 from optima_pipelines.engines import repricer
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.jobs.repricer import SWEEP, repricer_job, repricer_sweep_job, slot_item
-from optima_pipelines.orchestration.cadences import cadence, sensor_status
+from optima_pipelines.orchestration.cadences import cadence, cadence_sensor
 from optima_pipelines.orchestration.fanout import busy_cabinets
 from optima_pipelines.orchestration.queues import sweep_tags
 from optima_pipelines.orchestration.runconfig import op_name
@@ -64,11 +63,10 @@ def sweep_requests(due: list[repricer.Due]) -> list[RunRequest]:
     return out
 
 
-@sensor(
-    name=_CADENCE.name,
+@cadence_sensor(
+    _CADENCE,
+    default_interval_seconds=60,
     job=repricer_sweep_job,
-    minimum_interval_seconds=_CADENCE.interval_seconds or 60,
-    default_status=sensor_status(_CADENCE.name),
     description="Launches a sweep over every (cabinet, rule interval) that entered a new slot of its interval, "
     "as the rules table says now.",
 )

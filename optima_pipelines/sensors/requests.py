@@ -29,11 +29,10 @@ from dagster import (
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
-    sensor,
 )
 
 from optima_pipelines.errors import OptimaError
-from optima_pipelines.orchestration.cadences import cadence, sensor_status
+from optima_pipelines.orchestration.cadences import cadence, cadence_sensor
 from optima_pipelines.orchestration.dagster_internals import WILL_RETRY_TAG, SerializableErrorInfo
 from optima_pipelines.orchestration.queues import (
     PRIORITY_USER,
@@ -204,10 +203,9 @@ def plan_requests(
 _CADENCE = cadence("requests_sensor")
 
 
-@sensor(
-    name=_CADENCE.name,
-    minimum_interval_seconds=_CADENCE.interval_seconds or 10,
-    default_status=sensor_status(_CADENCE.name),
+@cadence_sensor(
+    _CADENCE,
+    default_interval_seconds=10,
     jobs=[h.job for h in HANDLERS.values()],
     description="Launches one run per pending request (user imports, on-demand syncs) at user priority, "
     "and copies each run's id, status and error onto its request row.",

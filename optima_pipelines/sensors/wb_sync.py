@@ -55,6 +55,7 @@ from optima_pipelines.assets.inventory import inventory_sync_job
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.orchestration.cadences import (
     cadence,
+    cadence_sensor,
     schedule_status,
     sensor_status,
     sweep_priority,
@@ -324,11 +325,10 @@ def cron_catchup_sensor(schedules: Sequence[ScheduleDefinition]) -> SensorDefini
     entry = cadence("cron_sweep_catchup_sensor")
     sweeps = {s.name: CRON_SWEEPS[s.name] for s in schedules}
 
-    @sensor(
-        name=entry.name,
+    @cadence_sensor(
+        entry,
+        default_interval_seconds=60,
         jobs=[sweep.job for sweep, _ in sweeps.values()],
-        minimum_interval_seconds=entry.interval_seconds or 60,
-        default_status=sensor_status(entry.name),
         description="Sweeps again, within their cadence's window, the cabinets a nightly or hourly schedule's tick "
         "left out (busy, importing, paused) or its sweep skipped as account-busy: " + ", ".join(sorted(sweeps)) + ".",
     )
@@ -418,11 +418,10 @@ def plan_resumes(
 _RESUME = cadence("wb_sync_resume_sensor")
 
 
-@sensor(
-    name=_RESUME.name,
+@cadence_sensor(
+    _RESUME,
+    default_interval_seconds=30,
     jobs=list({r.job.name: r.job for r in RESUMABLE.values()}.values()),
-    minimum_interval_seconds=_RESUME.interval_seconds or 30,
-    default_status=sensor_status(_RESUME.name),
     description="Runs a digitization, finance, ads, funnel, stocks or catalog sync again for a cabinet once the "
     "pause WB imposed on it is over (the sync stored what it had and its resume time instead of waiting).",
 )

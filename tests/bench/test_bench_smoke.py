@@ -20,7 +20,7 @@ def run_one(module, **sizes) -> harness.Bench:  # type: ignore[no-untyped-def]
     for key, value in sizes.items():
         setattr(opts, key, value)
     bench = harness.Bench(quick=True)
-    bench.current = module.NAME
+    bench.current = harness.name_of(module)
     with bench:
         module.run(bench, opts)
     return bench

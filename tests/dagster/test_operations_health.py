@@ -6,7 +6,8 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import ExitStack
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -14,6 +15,7 @@ from optima_pipelines.db.migrate import head_revision
 from optima_pipelines.operations.health import WB_PING_CATEGORIES, check_wb, run_checks
 from optima_pipelines.warehouse import cabinets
 from optima_pipelines.warehouse.secrets import TokenCipher, load_key
+from tests.fake_http import Answer, json_server
 
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJoZWFsdGgifQ.c2lnbmF0dXJl"
 
@@ -23,33 +25,21 @@ class FakeWbPing:
     simulator): 200 with the right token, 401 on the category named ``rejecting``."""
 
     def __init__(self, rejecting: str):
+        self.rejecting = rejecting
         self.hits: Counter[str] = Counter()
         self.tokens: set[str] = set()
-        outer = self
+        self._served = ExitStack()
+        self.url = self._served.enter_context(json_server(self._answer))
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                host = self.path.strip("/").split("/")[0]
-                outer.hits[host] += 1
-                outer.tokens.add(self.headers.get("Authorization", ""))
-                status = 401 if host == rejecting else 200
-                body = json.dumps({"TS": "2026-11-30T10:00:00+03:00", "Status": "OK"}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _answer(self, request: BaseHTTPRequestHandler) -> Answer:
+        host = request.path.strip("/").split("/")[0]
+        self.hits[host] += 1
+        self.tokens.add(request.headers.get("Authorization", ""))
+        body = json.dumps({"TS": "2026-11-30T10:00:00+03:00", "Status": "OK"}).encode()
+        return (401 if host == self.rejecting else 200), {}, body
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self._served.close()
 
 
 @pytest.fixture

@@ -1,15 +1,14 @@
 """/metrics on real storage: runs in Dagster's run storage and sync figures in the warehouse become the figures."""
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from dagster import DagsterRun, asset, materialize
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from optima_pipelines.operations.metrics import build_registry
-from optima_pipelines.operations.records import record_feed_sync
-from tests.ops_records import reaggregated
+from tests.ops_records import full_scrape, reaggregated, synced
 
 
 @asset
@@ -69,30 +68,18 @@ def test_scrape_reports_queue_runs_durations_and_sync_figures(dagster_instance, 
 
     now = datetime.now(UTC)
     for cabinet, fetched in (("a", 100), ("b", 50)):
-        record_feed_sync(
+        synced(
             warehouse_conn,
-            queue="digitization-sync",
-            feed="wb_orders",
-            cabinet_id=cabinet,
-            run_id="r",
-            trigger="scheduled",
-            started_at=now - timedelta(seconds=5),
-            finished_at=now,
+            "digitization-sync",
+            "wb_orders",
+            cabinet,
+            now,
+            seconds=5,
             rows_fetched=fetched,
             rows_inserted=fetched // 2,
             changed_days=2,
         )
-    record_feed_sync(
-        warehouse_conn,
-        queue="rnp-finance-sync",
-        feed="wb_report_lines",
-        cabinet_id="a",
-        run_id="r",
-        trigger="scheduled",
-        started_at=now - timedelta(seconds=5),
-        finished_at=now,
-        status="failure",
-    )
+    synced(warehouse_conn, "rnp-finance-sync", "wb_report_lines", "a", now, seconds=5, status="failure")
     warehouse_conn.execute("INSERT INTO cabinets (id, name) VALUES ('a', 'A'), ('b', 'B')")
     reaggregated(warehouse_conn, now, lag_seconds=40, partitions=4)
 
@@ -189,30 +176,9 @@ def test_every_expression_of_the_shipped_grafana_dashboard_names_exported_series
     import re
     from pathlib import Path
 
-    # One sync of a feed of each family and one re-aggregation, so that the series with an age exist.
-    now = datetime.now(UTC)
-    warehouse_conn.execute("INSERT INTO cabinets (id, name) VALUES ('a', 'A')")
-    # A cabinet whose token WB rejected: stale at once, named on /metrics (the freshness table).
-    warehouse_conn.execute("INSERT INTO cabinets (id, name, status) VALUES ('b', 'B', 'token_invalid')")
-    for queue, feed in (
-        ("digitization-sync", "wb_orders"),
-        ("rnp-finance-sync", "wb_report_lines"),
-        ("inventory-sync", "stocks"),
-    ):
-        record_feed_sync(
-            warehouse_conn,
-            queue=queue,
-            feed=feed,
-            cabinet_id="a",
-            run_id="r",
-            trigger="scheduled",
-            started_at=now - timedelta(seconds=5),
-            finished_at=now,
-        )
-    reaggregated(warehouse_conn, now, lag_seconds=10, partitions=0)
-    registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
-    text = generate_latest(registry).decode()
-    collector.close()
+    # Syncs of a feed of each family, a re-aggregation, a cabinet stale with a rejected token (named on
+    # /metrics, the freshness table): the series with an age exist.
+    text = full_scrape(dagster_instance, warehouse_conn, database_url, settings)
     labels_by_name: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:

@@ -13,9 +13,9 @@ from dagster import (
 )
 from dagster import job as dagster_job
 
-from optima_pipelines.operations.records import record_feed_sync
 from optima_pipelines.operations.retention import prune_runs_job, prune_successful_runs
 from optima_pipelines.resources.warehouse import Warehouse
+from tests.ops_records import synced
 
 DAYS = StaticPartitionsDefinition(["d1", "d2", "d3"])
 FAIL = {"on": False}
@@ -95,17 +95,7 @@ def test_only_runs_older_than_the_cutoff_go(dagster_instance):
 def test_the_job_prunes_old_ops_history_and_refuses_a_zero_age(dagster_instance, warehouse_conn, database_url):
     old = datetime.now(UTC) - timedelta(days=30)
     for started in (old, datetime.now(UTC) - timedelta(minutes=1)):
-        record_feed_sync(
-            warehouse_conn,
-            queue="digitization-sync",
-            feed="wb_orders",
-            cabinet_id="a",
-            run_id="r",
-            trigger="scheduled",
-            started_at=started,
-            finished_at=started + timedelta(seconds=1),
-            rows_fetched=5,
-        )
+        synced(warehouse_conn, "digitization-sync", "wb_orders", "a", started + timedelta(seconds=1), rows_fetched=5)
     # The run workers' claims (operations/workers.py): released old ones go, a live one stays whatever its age.
     warehouse_conn.execute(
         "INSERT INTO run_claims (run_id, root_run_id, worker_id, claimed_at, released_at, outcome) VALUES "

@@ -20,27 +20,25 @@ from wb_simulator import CabinetSpec
 from wb_simulator.pricing import QUARANTINE_TEXT, UNKNOWN_ITEM_TEXT
 
 
-def sim_with(products: int):  # type: ignore[no-untyped-def]
+def served_with(products: int, settings, warehouse_conn, dagster_instance, monkeypatch):  # type: ignore[no-untyped-def]
+    """A simulator of one cabinet of ``products`` served (fast retries), for as long as the fixture lasts."""
+    fast_retries(monkeypatch)
     spec = CabinetSpec(
         id="c1", products=products, orders_per_day=1, history_days=2, campaigns=0, feedback_rate=0, questions_per_day=0
     )
-    return simulator(spec)
+    sim = simulator(spec)
+    with served(sim, monkeypatch, warehouse_conn, settings, dagster_instance):
+        yield sim
 
 
 @pytest.fixture
 def big(optima_env, settings, warehouse_conn, dagster_instance, monkeypatch):
-    fast_retries(monkeypatch)
-    sim = sim_with(25_000)
-    with served(sim, monkeypatch, warehouse_conn, settings, dagster_instance):
-        yield sim
+    yield from served_with(25_000, settings, warehouse_conn, dagster_instance, monkeypatch)
 
 
 @pytest.fixture
 def small(optima_env, settings, warehouse_conn, dagster_instance, monkeypatch):
-    fast_retries(monkeypatch)
-    sim = sim_with(2_500)
-    with served(sim, monkeypatch, warehouse_conn, settings, dagster_instance):
-        yield sim
+    yield from served_with(2_500, settings, warehouse_conn, dagster_instance, monkeypatch)
 
 
 def uploaded_nms(sim) -> Counter:  # type: ignore[no-untyped-def]

@@ -4,23 +4,14 @@ about the original's own names, and docs/operations.md lists every metric the sc
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 
-from dagster import asset, materialize
-from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from optima_pipelines.operations.metrics import build_registry
-from tests.ops_records import reaggregated, synced
+from tests.ops_records import full_scrape
 from tests.promtool import promtool
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
-
-
-@asset
-def broken_for_the_scrape() -> None:
-    raise RuntimeError("this run fails")
 
 
 def documented_metrics() -> dict[str, bool]:
@@ -29,29 +20,6 @@ def documented_metrics() -> dict[str, bool]:
     rows = re.findall(r"^\| `([a-z_:*]+)`[^|]*\|([^|]*)\|", section, re.M)
     assert rows, "docs/operations.md has no Metrics table"
     return {name: "original" in mark.lower() for name, mark in rows}
-
-
-def full_scrape(dagster_instance, conn, database_url: str, settings) -> str:
-    """A scrape in which every family has series: syncs of each family's feeds, one cabinet stale with
-    a rejected token, a failed run, a re-aggregation."""
-    now = datetime.now(UTC)
-    conn.execute("INSERT INTO cabinets (id, name) VALUES ('a', 'A')")
-    conn.execute("INSERT INTO cabinets (id, name, status) VALUES ('b', 'B', 'token_invalid')")
-    for queue, feed in (
-        ("digitization-sync", "wb_orders"),
-        ("rnp-ads-sync", "ad_campaign_stats"),
-        ("inventory-sync", "stocks"),
-    ):
-        for cabinet in ("a", "b"):
-            synced(conn, queue, feed, cabinet, now, seconds=5, changed_days=1)
-    reaggregated(conn, now, lag_seconds=9)
-    tags = {"optima/queue": "example-jobs"}
-    assert not materialize([broken_for_the_scrape], instance=dagster_instance, tags=tags, raise_on_error=False).success
-    registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
-    try:
-        return generate_latest(registry).decode()
-    finally:
-        collector.close()
 
 
 def test_promtool_finds_nothing_to_say_but_about_the_originals_names(

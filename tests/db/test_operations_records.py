@@ -28,6 +28,15 @@ def sync(conn, **overrides):
     record_feed_sync(conn, **args)
 
 
+#: The figures of a sync that fetched and changed nothing.
+NOTHING = {"rows_fetched": 0, "rows_inserted": 0, "rows_updated": 0, "changed_days": 0}
+
+
+def span(after: timedelta, seconds: float) -> dict[str, datetime]:
+    """A sync that started ``after`` T0 and took ``seconds``."""
+    return {"started_at": T0 + after, "finished_at": T0 + after + timedelta(seconds=seconds)}
+
+
 def totals(conn):
     return conn.execute(
         "SELECT feed, cabinet_id, syncs_success, syncs_failure, rows_fetched, rows_inserted, rows_updated, "
@@ -40,8 +49,7 @@ def test_syncs_add_up_per_feed_and_cabinet(warehouse_conn):
     sync(
         warehouse_conn,
         run_id="r2",
-        started_at=T0 + timedelta(hours=1),
-        finished_at=T0 + timedelta(hours=1, seconds=3),
+        **span(timedelta(hours=1), seconds=3),
         rows_fetched=10,
         rows_inserted=0,
         rows_updated=2,
@@ -51,12 +59,8 @@ def test_syncs_add_up_per_feed_and_cabinet(warehouse_conn):
         warehouse_conn,
         run_id="r3",
         status="failure",
-        started_at=T0 + timedelta(hours=2),
-        finished_at=T0 + timedelta(hours=2, seconds=1),
-        rows_fetched=0,
-        rows_inserted=0,
-        rows_updated=0,
-        changed_days=0,
+        **span(timedelta(hours=2), seconds=1),
+        **NOTHING,
         error="WB answered 500",
     )
     assert totals(warehouse_conn) == [
@@ -67,19 +71,8 @@ def test_syncs_add_up_per_feed_and_cabinet(warehouse_conn):
 
 
 def test_a_late_older_sync_does_not_move_last_status_backwards(warehouse_conn):
-    sync(
-        warehouse_conn, run_id="new", started_at=T0 + timedelta(hours=1), finished_at=T0 + timedelta(hours=1, minutes=1)
-    )
-    sync(
-        warehouse_conn,
-        run_id="old",
-        status="failure",
-        finished_at=T0 + timedelta(minutes=1),
-        rows_fetched=0,
-        rows_inserted=0,
-        rows_updated=0,
-        changed_days=0,
-    )
+    sync(warehouse_conn, run_id="new", **span(timedelta(hours=1), seconds=60))
+    sync(warehouse_conn, run_id="old", status="failure", finished_at=T0 + timedelta(minutes=1), **NOTHING)
     row = totals(warehouse_conn)[0]
     assert row[9] == "success" and row[10] == T0 + timedelta(hours=1, minutes=1)
 

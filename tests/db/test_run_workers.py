@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from dagster import DagsterRun, DagsterRunStatus
@@ -22,6 +24,18 @@ def heartbeat(database_url: str, env: str, name: str, pid: int) -> workers.Heart
     ).start()
 
 
+@contextmanager
+def two_workers(database_url: str, env: str) -> Iterator[tuple[workers.Heartbeat, workers.Heartbeat]]:
+    """run-worker-1@a (pid 101) and run-worker-2@b (pid 202), both stopped on leaving."""
+    one = heartbeat(database_url, env, "run-worker-1@a", 101)
+    two = heartbeat(database_url, env, "run-worker-2@b", 202)
+    try:
+        yield one, two
+    finally:
+        one.stop()
+        two.stop()
+
+
 def age(conn, worker: workers.Heartbeat, seconds: float) -> None:  # type: ignore[no-untyped-def]
     """The worker's last beat ``seconds`` ago (it stopped beating then)."""
     conn.execute(
@@ -32,9 +46,7 @@ def age(conn, worker: workers.Heartbeat, seconds: float) -> None:  # type: ignor
 def test_a_worker_beats_with_the_runs_it_holds_and_is_dead_once_its_beats_stop(
     warehouse_conn, database_url, optima_env
 ):
-    one = heartbeat(database_url, optima_env, "run-worker-1@a", 101)
-    two = heartbeat(database_url, optima_env, "run-worker-2@b", 202)
-    try:
+    with two_workers(database_url, optima_env) as (one, two):
         with one.holding("run-x"):
             alive = {w.id: w.runs for w in workers.alive_run_workers(warehouse_conn)}
             assert alive == {one.id: ("run-x",), two.id: ()}
@@ -44,9 +56,6 @@ def test_a_worker_beats_with_the_runs_it_holds_and_is_dead_once_its_beats_stop(
         stopped = workers.stopped_run_workers(warehouse_conn)
         assert [w.name for w in stopped] == ["run-worker-2@b"]
         assert workers.describe_stopped(stopped).startswith("run-worker-2@b (1 process, last beat 3")
-    finally:
-        one.stop()
-        two.stop()
     # A worker that stops cleanly leaves no row.
     assert warehouse_conn.execute("SELECT count(*) FROM run_workers").fetchone()[0] == 0
 
@@ -54,9 +63,7 @@ def test_a_worker_beats_with_the_runs_it_holds_and_is_dead_once_its_beats_stop(
 def test_a_run_is_claimed_once_and_a_retry_waits_for_its_first_execution_to_die(
     warehouse_conn, database_url, optima_env
 ):
-    first = heartbeat(database_url, optima_env, "run-worker-1@a", 101)
-    other = heartbeat(database_url, optima_env, "run-worker-2@b", 202)
-    try:
+    with two_workers(database_url, optima_env) as (first, other):
         with first.holding("A"):
             assert workers.claim_run(warehouse_conn, "A", "A", first.id) is None
             claim = workers.claim_of(warehouse_conn, "A")
@@ -79,9 +86,6 @@ def test_a_run_is_claimed_once_and_a_retry_waits_for_its_first_execution_to_die(
         # The lineage succeeded: a further retry is not executed.
         late = workers.claim_run(warehouse_conn, "C", "A", other.id)
         assert late is not None and late.reason == "run B, which run C retries, already succeeded"
-    finally:
-        first.stop()
-        other.stop()
 
 
 def test_two_workers_claiming_one_run_at_once_execute_it_once(warehouse_conn, database_url, optima_env):

@@ -47,6 +47,23 @@ def _ping(category: str) -> Call:
     return lambda wb, e: wb.get(category, "/ping")
 
 
+def fullstats(begin: str, end: str) -> Call:
+    """GET /adv/v3/fullstats of the cabinet's campaigns from ``begin`` to ``end``."""
+    return lambda wb, e: wb.get("advert", "/adv/v3/fullstats", ids=e["ids"], beginDate=begin, endDate=end)
+
+
+def set_bid(kopecks: int) -> Call:
+    """PATCH /api/advert/v1/bids: the live campaign's product at ``kopecks``."""
+
+    def call(wb: Wb, e: dict[str, Any]) -> httpx.Response:
+        nm_bid = {"nm_id": e["nm"], "bid_kopecks": kopecks, "placement": e["placement"]}
+        return wb.patch(
+            "advert", "/api/advert/v1/bids", {"bids": [{"advert_id": e["live"]["id"], "nm_bids": [nm_bid]}]}
+        )
+
+    return call
+
+
 # (name, the call, expected status). Every request here is valid per WB's spec.
 VALID: list[tuple[str, Call, int]] = [
     *[(f"ping {c}", _ping(c), 200) for c in CATEGORIES],
@@ -77,53 +94,11 @@ VALID: list[tuple[str, Call, int]] = [
     ),
     ("campaign count", lambda wb, e: wb.get("advert", "/adv/v1/promotion/count"), 200),
     ("campaigns", lambda wb, e: wb.get("advert", "/api/advert/v2/adverts", ids=e["ids"], payment_type="cpm"), 200),
-    (
-        "fullstats",
-        lambda wb, e: wb.get("advert", "/adv/v3/fullstats", ids=e["ids"], beginDate="2026-07-25", endDate="2026-08-19"),
-        200,
-    ),
-    (
-        "fullstats over 31 days",
-        lambda wb, e: wb.get("advert", "/adv/v3/fullstats", ids=e["ids"], beginDate="2026-07-01", endDate="2026-08-19"),
-        400,
-    ),
-    (
-        "fullstats of today",
-        lambda wb, e: wb.get("advert", "/adv/v3/fullstats", ids=e["ids"], beginDate="2026-08-20", endDate="2026-08-20"),
-        400,
-    ),
-    (
-        "set bid",
-        lambda wb, e: wb.patch(
-            "advert",
-            "/api/advert/v1/bids",
-            {
-                "bids": [
-                    {
-                        "advert_id": e["live"]["id"],
-                        "nm_bids": [{"nm_id": e["nm"], "bid_kopecks": 60000, "placement": e["placement"]}],
-                    }
-                ]
-            },
-        ),
-        200,
-    ),
-    (
-        "bid under the minimum",
-        lambda wb, e: wb.patch(
-            "advert",
-            "/api/advert/v1/bids",
-            {
-                "bids": [
-                    {
-                        "advert_id": e["live"]["id"],
-                        "nm_bids": [{"nm_id": e["nm"], "bid_kopecks": 3, "placement": e["placement"]}],
-                    }
-                ]
-            },
-        ),
-        400,
-    ),
+    ("fullstats", fullstats("2026-07-25", "2026-08-19"), 200),
+    ("fullstats over 31 days", fullstats("2026-07-01", "2026-08-19"), 400),
+    ("fullstats of today", fullstats("2026-08-20", "2026-08-20"), 400),
+    ("set bid", set_bid(60000), 200),
+    ("bid under the minimum", set_bid(3), 400),
     (
         "min bids",
         lambda wb, e: wb.post(

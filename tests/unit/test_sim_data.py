@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.sim_fixtures import NOW, Wb, served, small_sim
+from tests.sim_fixtures import NOW, Wb, served, served_fast_small_sim, small_sim
 from wb_simulator import CabinetSpec, Simulator
 
 DAY = date(2026, 8, 10)  # a complete past day of the test cabinet
@@ -22,9 +22,7 @@ def dec(value: Any) -> Decimal:
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[tuple[Simulator, Wb]]:
-    sim = small_sim(time_scale=1e6)
-    with served(sim) as (_, wb):
-        yield sim, wb
+    yield from served_fast_small_sim()
 
 
 def test_same_seed_gives_the_same_data_and_another_seed_other_data() -> None:

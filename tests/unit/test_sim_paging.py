@@ -8,15 +8,13 @@ from datetime import date
 import orjson
 import pytest
 
-from tests.sim_fixtures import Wb, served, small_sim
+from tests.sim_fixtures import Wb, served, served_fast_small_sim, small_sim
 from wb_simulator import Simulator
 
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[tuple[Simulator, Wb]]:
-    sim = small_sim(time_scale=1e6)
-    with served(sim) as (_, wb):
-        yield sim, wb
+    yield from served_fast_small_sim()
 
 
 def test_orders_page_by_last_change_date_in_80k_pages_to_an_empty_page() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.sim_fixtures import Wb, served, small_sim
+from tests.sim_fixtures import Wb, served_fast_small_sim
 from wb_simulator import Simulator
 from wb_simulator.pricing import QUARANTINE_TEXT
 
@@ -17,9 +17,7 @@ BIDS = "/api/advert/v1/bids"
 
 @pytest.fixture
 def env() -> Iterator[tuple[Simulator, Wb]]:
-    sim = small_sim(time_scale=1e6)
-    with served(sim) as (_, wb):
-        yield sim, wb
+    yield from served_fast_small_sim()
 
 
 def bid_body(advert_id: int, nm: int, bid: int, placement: str) -> dict[str, Any]:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import pickle
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -22,34 +21,23 @@ from optima_pipelines.wb import (
     WbResponseError,
     WbUnavailable,
 )
+from tests.fake_http import Answer, json_server
 
 TOKEN = "eyJhbGciOiJFUzI1NiIsImtpZCI6IjIwMjUwOTA0djEifQ.eyJhY2MiOjMsImVudCI6MSwiZXhwIjoxfQ.c2VjcmV0LXNpZ25hdHVyZS1wYXJ0"
 
 
-class _Echo(BaseHTTPRequestHandler):
+def _echo(request: BaseHTTPRequestHandler) -> Answer:
     """A careless gateway: its 401 and 400 bodies quote the Authorization header back."""
-
-    def do_GET(self) -> None:
-        status = 401 if "orders" in self.path else 400
-        quoted = self.headers.get("Authorization", "")
-        body = json.dumps({"title": "unauthorized", "detail": f"token is malformed: {quoted}", "status": status})
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(body.encode())
-
-    def log_message(self, *args: object) -> None:
-        pass
+    status = 401 if "orders" in request.path else 400
+    quoted = request.headers.get("Authorization", "")
+    body = json.dumps({"title": "unauthorized", "detail": f"token is malformed: {quoted}", "status": status})
+    return status, {}, body.encode()
 
 
 @pytest.fixture
 def echo_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with json_server(_echo) as url:
+        yield url
 
 
 def test_a_token_quoted_back_by_wb_is_taken_out_of_our_errors(echo_url: str):

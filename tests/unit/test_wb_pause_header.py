@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from datetime import date
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from optima_pipelines.wb import WbClient, WbConfig, WbDeferred
 from optima_pipelines.wb.http import MAX_PAUSE_SECONDS
+from tests.fake_http import json_server
 
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzIjozMjc2OCwic2lkIjoiY2xpIn0.c2lnbmF0dXJl"
 BODY = b'{"title":"too many requests","detail":"limited","status":429}'
@@ -19,25 +18,8 @@ BODY = b'{"title":"too many requests","detail":"limited","status":429}'
 @pytest.fixture
 def wb_429() -> Iterator[tuple[str, dict[str, str]]]:
     headers: dict[str, str] = {}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(429)
-            for key, value in headers.items():
-                self.send_header(key, value)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(BODY)))
-            self.end_headers()
-            self.wfile.write(BODY)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", headers
-    server.shutdown()
-    server.server_close()
+    with json_server(lambda request: (429, headers, BODY)) as base_url:
+        yield base_url, headers
 
 
 @pytest.mark.parametrize("retry", ["inf", "1e12", "1e308"])

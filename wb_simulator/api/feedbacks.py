@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from wb_simulator.api.base import BadJson, Request, Response, endpoint, envelope, int_param
-from wb_simulator.inbox import Feedback, Question
+from wb_simulator.inbox import Feedback, Inbox, Question
 from wb_simulator.timefmt import day_number
 
 
@@ -63,11 +63,17 @@ def _select(items: Sequence[Feedback | Question], p: dict[str, Any]) -> list[Fee
     return found[p["skip"] : p["skip"] + p["take"]]
 
 
+def _inbox(req: Request) -> Inbox:
+    """The cabinet's inbox, with what arrived up to the request's moment."""
+    inbox = req.sim.inboxes[req.cabinet.id]
+    inbox.ensure(req.t)
+    return inbox
+
+
 def _listing(req: Request, kind: str, params: dict[str, Any] | str) -> Response:
     if isinstance(params, str):
         return _bad(req, params)
-    inbox = req.sim.inboxes[req.cabinet.id]
-    inbox.ensure(req.t)
+    inbox = _inbox(req)
     items: Sequence[Feedback | Question] = inbox.feedbacks if kind == "feedbacks" else inbox.questions
     unanswered = sum(1 for i in items if i.answer is None)
     data = {
@@ -100,43 +106,36 @@ def _counts(req: Request, items: Sequence[Feedback | Question]) -> Response:
 
 @endpoint("feedbacks", "GET", "/api/v1/feedbacks/count-unanswered", "feedbacks")
 def feedbacks_unanswered(req: Request) -> Response:
-    inbox = req.sim.inboxes[req.cabinet.id]
-    inbox.ensure(req.t)
-    return _counts(req, inbox.feedbacks)
+    return _counts(req, _inbox(req).feedbacks)
 
 
 @endpoint("feedbacks", "GET", "/api/v1/questions/count-unanswered", "feedbacks")
 def questions_unanswered(req: Request) -> Response:
-    inbox = req.sim.inboxes[req.cabinet.id]
-    inbox.ensure(req.t)
-    return _counts(req, inbox.questions)
+    return _counts(req, _inbox(req).questions)
+
+
+def _by_id(req: Request, items: Callable[[Inbox], Mapping[str, Feedback | Question]], unknown: str) -> Response:
+    """One feedback or question by its ``id``; an unknown one is WB's documented 422 with ``unknown``."""
+    item_id = req.query.get("id")
+    if not item_id:
+        return _bad(req, "id: field required")
+    item = items(_inbox(req)).get(item_id)
+    if item is None:
+        return _bad(req, unknown, 422)
+    return Response(200, envelope(item.render(req.cabinet), feedbacks=True))
 
 
 # WB's answer for an id it does not know is not documented; the simulator answers 200 with null data.
 @endpoint("feedbacks", "GET", "/api/v1/feedback", "feedbacks")
 def feedback(req: Request) -> Response:
-    fid = req.query.get("id")
-    if not fid:
-        return _bad(req, "id: field required")
-    inbox = req.sim.inboxes[req.cabinet.id]
-    inbox.ensure(req.t)
-    fb = inbox.feedback_by_id.get(fid)
-    if fb is None:  # WB's documented answer (ResponseGetFeedbackByIdErrEx)
-        return _bad(req, "Невозможно получить отзыв по id", 422)
-    return Response(200, envelope(fb.render(req.cabinet), feedbacks=True))
+    # An unknown id: WB's documented answer (ResponseGetFeedbackByIdErrEx).
+    return _by_id(req, lambda inbox: inbox.feedback_by_id, "Невозможно получить отзыв по id")
 
 
 @endpoint("feedbacks", "GET", "/api/v1/question", "feedbacks")
 def question(req: Request) -> Response:
-    qid = req.query.get("id")
-    if not qid:
-        return _bad(req, "id: field required")
-    inbox = req.sim.inboxes[req.cabinet.id]
-    inbox.ensure(req.t)
-    q = inbox.question_by_id.get(qid)
-    if q is None:  # WB's documented answer (ResponseGetQuestionByIdErrEx)
-        return _bad(req, "Невозможно получить вопрос по id", 422)
-    return Response(200, envelope(q.render(req.cabinet), feedbacks=True))
+    # An unknown id: WB's documented answer (ResponseGetQuestionByIdErrEx).
+    return _by_id(req, lambda inbox: inbox.question_by_id, "Невозможно получить вопрос по id")
 
 
 def _json_body(req: Request) -> dict[str, Any] | Response:
@@ -164,8 +163,7 @@ def answer_feedback(req: Request) -> Response:
         return _fbapi_bad(req, "id: field required")
     if not isinstance(text, str) or not 2 <= len(text) <= 5000:
         return _fbapi_bad(req, "text: from 2 to 5000 characters required")
-    inbox = req.sim.inboxes[req.cabinet.id]
-    inbox.ensure(req.t)
+    inbox = _inbox(req)
     fb = inbox.feedback_by_id.get(fid)
     if fb is not None:  # WB does not check the id: an unknown one "succeeds" too
         fb.answer, fb.answered_at, fb.viewed = text, req.t, True
@@ -181,8 +179,7 @@ def patch_question(req: Request) -> Response:
         return _bad(req, "Неверный синтаксис JSON")
     if not isinstance(body.get("id"), str):
         return _bad(req, "id: field required")
-    inbox = req.sim.inboxes[req.cabinet.id]
-    inbox.ensure(req.t)
+    inbox = _inbox(req)
     q = inbox.question_by_id.get(body["id"])
     if q is None:
         return _bad(req, "Не найден отзыв", 404)
