@@ -232,10 +232,12 @@ def test_run_workers_log_each_line_once_in_json_and_a_failed_run_as_a_failure(dr
     assert dep.wait_for_run(failed) == "FAILURE"
     # The step's failure (the run's process) and Celery's verdict (the worker's) are printed apart.
     lines = wait_for(
-        lambda: (ls := json_lines(dep.log()))
-        and any(e.get("run_id") == failed and "STEP_FAILURE" in str(e.get("message")) for e in ls)
-        and any(f"run {failed} of ads_sync ended FAILURE" in str(e.get("message")) for e in ls)
-        and ls,
+        lambda: (
+            (ls := json_lines(dep.log()))
+            and any(e.get("run_id") == failed and "STEP_FAILURE" in str(e.get("message")) for e in ls)
+            and any(f"run {failed} of ads_sync ended FAILURE" in str(e.get("message")) for e in ls)
+            and ls
+        ),
         "the run worker's lines about the failed run",
         timeout=60,
         dep=dep,

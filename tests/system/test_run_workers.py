@@ -112,6 +112,7 @@ def test_runs_execute_in_both_run_worker_processes(warm_stack):  # type: ignore[
         stack.sim.faults.set("GET statistics/*", latency_s=0.5)
     seen = by_worker()
     assert set(seen) == {"run-worker-1", "run-worker-2"}, seen
+
     # No run was started by the code server's spawn path: every launched run is a Celery task. A run
     # caught while the launcher sends it (STARTING) gets its task's id a moment later: the check waits
     # for it (a run the spawn path started never gets one).
