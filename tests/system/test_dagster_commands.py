@@ -47,6 +47,9 @@ def env(tmp_path_factory) -> Iterator[dict[str, str]]:  # type: ignore[no-untype
         environment = {
             # The venv's commands first; the embedded server's first start creates its system user.
             "PATH": f"{BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            # As an activated venv sets it: dg warns when a venv in the project root (.venv) is not
+            # the active one, and a user who made the README's venv there has it activated.
+            **({"VIRTUAL_ENV": sys.prefix} if sys.prefix != sys.base_prefix else {}),
             "HOME": str(tmp / "home"),
             "LANG": "C.UTF-8",
             "OPTIMA_STATE_DIR": str(tmp / "state"),
