@@ -161,6 +161,19 @@ def quantile(values: Sequence[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[max(0, min(98, round(q * 100) - 1))]
 
 
+def postgres_cpu() -> float:
+    """CPU seconds of the PostgreSQL server: every postgres process, and the ended ones its postmaster reaped."""
+    total = 0.0
+    for proc in psutil.process_iter(["name"]):
+        try:
+            if proc.info["name"] == "postgres":
+                t = proc.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            continue
+    return total
+
+
 def load_average() -> float:
     return round(os.getloadavg()[0], 2)
 

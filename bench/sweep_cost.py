@@ -27,8 +27,6 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
-
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -80,19 +78,6 @@ print(json.dumps({"ok": result.success, "failures": failures, "cpu": time.proces
 """
 
 
-def postgres_cpu() -> float:
-    """CPU seconds of the PostgreSQL server: every postgres process, and the ended ones its postmaster reaped."""
-    total = 0.0
-    for proc in psutil.process_iter(["name"]):
-        try:
-            if proc.info["name"] == "postgres":
-                t = proc.cpu_times()
-                total += t.user + t.system + t.children_user + t.children_system
-        except psutil.Error:
-            continue
-    return total
-
-
 def sessions(conn, database: str) -> int:  # type: ignore[no-untyped-def]
     conn.execute("SELECT pg_stat_clear_snapshot()")
     return int(conn.execute("SELECT sessions FROM pg_stat_database WHERE datname = %s", (database,)).fetchone()[0])
@@ -125,7 +110,7 @@ def run(bench: Bench, opts: argparse.Namespace) -> None:
         stats = connect(bench.server_url, autocommit=True)
 
         def sweep(way: str) -> dict[str, float]:
-            before_sessions, before_pg = sessions(stats, database), postgres_cpu()
+            before_sessions, before_pg = sessions(stats, database), harness.postgres_cpu()
             proc = subprocess.run(
                 [sys.executable, "-W", "ignore", "-c", CHILD, opts.job, json.dumps(ids), way],
                 check=True,
@@ -138,7 +123,7 @@ def run(bench: Bench, opts: argparse.Namespace) -> None:
             got = json.loads(out)
             if not got["ok"]:
                 raise RuntimeError(f"the {way} sweep failed: run {got['run_id']}: {got['failures']}")
-            got["pg_cpu"] = postgres_cpu() - before_pg
+            got["pg_cpu"] = harness.postgres_cpu() - before_pg
             got["sessions"] = sessions(stats, database) - before_sessions
             harness.say(
                 f"    {way}: {got['wall']:.1f} s, run CPU {got['cpu']:.2f} s, PostgreSQL CPU {got['pg_cpu']:.2f} s, "

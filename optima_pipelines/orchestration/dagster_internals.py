@@ -69,6 +69,7 @@ __all__ = [
     "set_sensor_loop_seconds",
     "share_storage_engine",
     "step_captures_python_logs",
+    "store_check_evaluations_in_batches",
     "store_planned_checks_per_partition",
     "store_planned_events_in_batches",
 ]
@@ -262,6 +263,150 @@ def store_planned_checks_per_partition(storage: Any) -> None:
             )
 
     event_log_storage._store_asset_check_evaluation_planned = store_planned
+
+
+def store_check_evaluations_in_batches(storage: Any, batch_size: int | None = None) -> None:
+    """Make the event log of ``storage`` (its private ``_event_log_storage``) store a run's partitioned
+    asset check evaluations together: held back until the run's next other event (the step's output
+    or its end) or ``batch_size`` of them (default ``EVENT_BATCH_SIZE``), then their event rows in one
+    INSERT and their ``asset_check_executions`` rows in one UPDATE.
+
+    The mart's checks (assets/rnp.py) yield three evaluations per cabinet and day of a re-aggregation
+    run, thousands per run at 1,000 cabinets. Dagster has no batch for them (they are not in
+    ``BATCH_WRITABLE_EVENTS``): each was an INSERT of the event, then ``_update_asset_check_evaluation``,
+    which serializes the event again and updates its planned row on a connection of its own. That was
+    35 % of the run workers' Python time at N = 1,000 (py-spy over every run worker, bench/scale.py,
+    2026-12-07). The rows written are Dagster's, column for column; an evaluation with no planned row
+    (Dagster's case of a step launched elsewhere) is inserted as Dagster inserts it; if the batch
+    fails, its events are stored one by one by Dagster's own code, as Dagster does for its batches.
+    Evaluations without a partition or a run go on one by one. Nothing reads a check's row in the same
+    step before its next event (a blocking check is judged from the events in the process)."""
+    import threading
+
+    import sqlalchemy as sa
+    from dagster import DagsterEventType
+    from dagster._core.errors import DagsterInvariantViolationError
+    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+    from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable, SqlEventLogStorageTable
+
+    event_log_storage = storage._event_log_storage
+    store_one, store_batch = event_log_storage.store_event, event_log_storage.store_event_batch
+    limit = batch_size or EVENT_BATCH_SIZE
+    held: dict[str, list[Any]] = {}
+    lock = threading.Lock()
+    table = AssetCheckExecutionsTable
+
+    def held_back(event: Any) -> bool:
+        if event.run_id in ("", None) or event.dagster_event is None:
+            return False
+        if event.dagster_event.event_type != DagsterEventType.ASSET_CHECK_EVALUATION:
+            return False
+        return event.dagster_event.event_specific_data.partition is not None
+
+    def insert(events: list[Any]) -> tuple[list[dict[str, Any]], list[int]]:
+        rows = [event_log_storage._event_to_row(e) for e in events]  # serializes each event once
+        with event_log_storage._connect() as conn:
+            inserted = conn.execute(
+                SqlEventLogStorageTable.insert().values(rows).returning(SqlEventLogStorageTable.c.id)
+            )
+            return rows, [int(r[0]) for r in inserted]
+
+    def update(events: list[Any], rows: list[dict[str, Any]], ids: list[int]) -> None:
+        values = []
+        for n, (event, row, event_id) in enumerate(zip(events, rows, ids, strict=True)):
+            evaluation = event.dagster_event.event_specific_data
+            target = evaluation.target_materialization_data
+            status = (
+                AssetCheckExecutionRecordStatus.SUCCEEDED
+                if evaluation.passed
+                else AssetCheckExecutionRecordStatus.FAILED
+            )
+            values.append(
+                (n, evaluation.asset_key.to_string(), evaluation.check_name, event.run_id, evaluation.partition,
+                 status.value, row["event"], row["timestamp"], event_id, target.storage_id if target else None)
+            )  # fmt: skip
+        v = sa.values(
+            sa.column("n", sa.Integer),
+            sa.column("asset_key", sa.Text),
+            sa.column("check_name", sa.Text),
+            sa.column("run_id", sa.Text),
+            sa.column("partition", sa.Text),
+            sa.column("execution_status", sa.Text),
+            sa.column("evaluation_event", sa.Text),
+            sa.column("evaluation_event_timestamp", sa.DateTime),
+            sa.column("evaluation_event_storage_id", sa.BigInteger),
+            sa.column("materialization_event_storage_id", sa.BigInteger),
+            name="v",
+        ).data(values)
+        update = (
+            table.update()
+            .where(
+                table.c.asset_key == v.c.asset_key,
+                table.c.check_name == v.c.check_name,
+                table.c.run_id == v.c.run_id,
+                table.c.partition == v.c.partition,
+            )
+            .values(  # a VALUES column of NULLs only is text to PostgreSQL: each typed explicitly
+                execution_status=v.c.execution_status,
+                evaluation_event=v.c.evaluation_event,
+                evaluation_event_timestamp=sa.cast(v.c.evaluation_event_timestamp, sa.DateTime),
+                evaluation_event_storage_id=sa.cast(v.c.evaluation_event_storage_id, sa.BigInteger),
+                materialization_event_storage_id=sa.cast(v.c.materialization_event_storage_id, sa.BigInteger),
+            )
+            .returning(v.c.n)
+        )
+        with event_log_storage.index_transaction() as conn:
+            updated = [int(r[0]) for r in conn.execute(update)]
+            if len(updated) != len(set(updated)):
+                raise DagsterInvariantViolationError(
+                    "Updated more than one row for an asset check evaluation as a result of duplicate "
+                    "AssetCheckPlanned events."
+                )
+            missing = set(range(len(values))) - set(updated)
+            if missing:
+                columns = [c.name for c in v.c if c.name != "n"]
+                conn.execute(
+                    table.insert().values([dict(zip(columns, values[n][1:], strict=True)) for n in sorted(missing)])
+                )
+
+    def flush(run_id: str | None) -> None:
+        with lock:
+            events = held.pop(run_id or "", None)
+        if not events:
+            return
+        ids: list[int] = []
+        try:  # as Dagster does when a batch fails: one by one, by its own code, what is not stored yet
+            rows, ids = insert(events)
+            update(events, rows, ids)
+        except Exception as exc:
+            import sys
+
+            sys.stderr.write(f"Exception while storing a batch of asset check evaluations: {exc}\n")
+            for n, event in enumerate(events):
+                if ids:  # the events are stored: their check rows are not
+                    event_log_storage.store_asset_check_event(event, ids[n])
+                else:
+                    store_one(event)
+
+    def store_event(event: Any) -> None:
+        if held_back(event):
+            with lock:
+                events = held.setdefault(event.run_id, [])
+                events.append(event)
+                full = len(events) >= limit
+            if full:
+                flush(event.run_id)
+            return
+        flush(event.run_id)
+        store_one(event)
+
+    def store_event_batch(events: Sequence[Any]) -> None:
+        for run_id in {e.run_id for e in events}:
+            flush(run_id)
+        store_batch(events)
+
+    event_log_storage.store_event = store_event
+    event_log_storage.store_event_batch = store_event_batch
 
 
 #: Events a Dagster process stores in one batch (Dagster reads DAGSTER_EVENT_BATCH_SIZE at every event;

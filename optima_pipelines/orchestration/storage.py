@@ -28,6 +28,7 @@ from optima_pipelines.orchestration.dagster_internals import (
     ConfigurableClassData,
     remember_schema_probes,
     share_storage_engine,
+    store_check_evaluations_in_batches,
     store_planned_checks_per_partition,
     store_planned_events_in_batches,
 )
@@ -119,6 +120,8 @@ class OptimaPostgresStorage(DagsterPostgresStorage):
         remember_schema_probes(self, postgres_url)
         # A ranged run's planned asset checks: each partition's row holds that partition's event.
         store_planned_checks_per_partition(self)
+        # A run's partitioned check evaluations (the mart's, three per cabinet and day): one INSERT a batch.
+        store_check_evaluations_in_batches(self)
         # Dagster's one-off commands (`dagster asset materialize`, `dg launch`): one-line errors, and
         # the runs they executed (operations/dagster_cli.py).
         from optima_pipelines.operations import dagster_cli

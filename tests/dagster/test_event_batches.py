@@ -8,11 +8,13 @@ import os
 
 import sqlalchemy as sa
 from dagster import (
+    AssetCheckEvaluation,
     AssetCheckResult,
     AssetCheckSpec,
     AssetKey,
     AssetMaterialization,
     AssetRecordsFilter,
+    AssetSelection,
     DagsterEventType,
     DailyPartitionsDefinition,
     Definitions,
@@ -20,6 +22,7 @@ from dagster import (
     asset,
     define_asset_job,
     job,
+    multi_asset_check,
     op,
 )
 from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
@@ -180,3 +183,83 @@ def test_a_ranged_runs_planned_check_is_stored_per_partition_each_row_with_its_p
             sorted(deserialize_value(row[5]).dagster_event.event_specific_data.partitions_subset.get_partition_keys())
             == days
         )
+
+
+@asset(partitions_def=PLANNED_DAYS)
+def judged() -> None: ...
+
+
+@multi_asset_check(
+    specs=[
+        AssetCheckSpec("even_day", asset="judged", partitions_def=PLANNED_DAYS),
+        AssetCheckSpec("any_day", asset="judged", partitions_def=PLANNED_DAYS),
+    ],
+    can_subset=True,
+)
+def judged_checks(context):  # type: ignore[no-untyped-def]
+    """As the mart's checks: an evaluation per check and partition of the run (even days pass one check)."""
+    for key in context.partition_keys:
+        for name in ("even_day", "any_day"):
+            passed = name == "any_day" or int(key[-2:]) % 2 == 0
+            yield AssetCheckEvaluation(
+                asset_key=AssetKey("judged"), check_name=name, passed=passed, partition=key, metadata={"day": key}
+            )
+
+
+def test_a_ranged_runs_check_evaluations_are_stored_together_as_dagster_stores_each(dagster_instance) -> None:
+    """The mart's checks evaluate three checks per cabinet and day of a run; stored one by one (an
+    event INSERT, then an UPDATE of the check's row on a connection of its own) they were a third of
+    the run workers' CPU at 1,000 cabinets. Stored together, the UI and the check history read what
+    Dagster's own code would have written."""
+    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+    from dagster._serdes import deserialize_value
+
+    job_def = Definitions(
+        assets=[judged],
+        asset_checks=[judged_checks],
+        jobs=[
+            define_asset_job(
+                "judged_days", selection=AssetSelection.checks_for_assets(judged), partitions_def=PLANNED_DAYS
+            )
+        ],
+    ).resolve_job_def("judged_days")
+    storage = dagster_instance.event_log_storage
+    statements: list[str] = []
+    engine = storage._engine  # the pooled engine every part of the storage talks through
+
+    def seen(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
+        if "asset_check_executions" in statement and not statement.lstrip().upper().startswith("SELECT"):
+            statements.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", seen)
+    try:
+        result = job_def.execute_in_process(
+            instance=dagster_instance, tags={RANGE_START_TAG: "2026-11-01", RANGE_END_TAG: "2026-11-20"}
+        )
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", seen)
+    assert result.success
+    days = [f"2026-11-{d:02d}" for d in range(1, 21)]
+    # The planned rows at the run's creation (a statement per check), then one for the 40 evaluations.
+    assert [s.split()[0] for s in statements] == ["INSERT", "INSERT", "UPDATE"], statements
+
+    records = dagster_instance.get_records_for_run(
+        result.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION, limit=100
+    ).records
+    assert len(records) == 2 * len(days)
+    ours = _check_rows(dagster_instance, result.run_id)
+    by_key = {(r[1], r[2]): r for r in ours}
+    assert len(ours) == 2 * len(days)
+    for record in records:
+        evaluation = record.event_log_entry.dagster_event.event_specific_data
+        row = by_key[(evaluation.check_name, evaluation.partition)]
+        assert row[4] == ("SUCCEEDED" if evaluation.passed else "FAILED")
+        assert deserialize_value(row[5]) == record.event_log_entry  # the evaluation's own event
+        assert row[7] == record.storage_id  # evaluation_event_storage_id: its event row
+    assert {(r[1], r[2], r[4]) for r in ours if r[1] == "even_day"} == {
+        ("even_day", d, "SUCCEEDED" if int(d[-2:]) % 2 == 0 else "FAILED") for d in days
+    }
+    # Dagster's own code, given the same stored events, writes the same rows.
+    for record in records:
+        SqlEventLogStorage._update_asset_check_evaluation(storage, record.event_log_entry, record.storage_id)
+    assert sorted(_check_rows(dagster_instance, result.run_id)) == sorted(ours)

@@ -251,6 +251,34 @@ def test_a_planned_check_is_stored_by_the_method_we_replace_with_the_columns_we_
     )
 
 
+def test_a_check_evaluation_is_stored_by_the_method_whose_columns_our_batch_writes() -> None:
+    """store_check_evaluations_in_batches writes a batch's check rows as Dagster's
+    _update_asset_check_evaluation writes one; if Dagster writes other columns, stores the evaluation
+    another way, or starts batching evaluations itself, the batch is wrong or no longer needed."""
+    from dagster import DagsterEventType
+    from dagster._core.events import BATCH_WRITABLE_EVENTS
+    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+
+    dispatch = inspect.getsource(SqlEventLogStorage.store_asset_check_event)
+    assert "self._update_asset_check_evaluation(event, event_id)" in dispatch
+    update = inspect.getsource(SqlEventLogStorage._update_asset_check_evaluation)
+    written = set(re.findall(r"^\s+(\w+)=", update, re.MULTILINE))
+    assert written == {
+        "asset_key",
+        "check_name",
+        "run_id",
+        "partition",
+        "execution_status",
+        "evaluation_event",
+        "evaluation_event_timestamp",
+        "evaluation_event_storage_id",
+        "materialization_event_storage_id",
+    }, f"Dagster's check evaluation now writes {sorted(written)}"
+    assert DagsterEventType.ASSET_CHECK_EVALUATION not in BATCH_WRITABLE_EVENTS, (
+        "Dagster batches check evaluations itself now: store_check_evaluations_in_batches may go"
+    )
+
+
 def test_the_schema_probes_we_remember_are_dagsters_and_the_schedule_storage_probes_per_tick() -> None:
     from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
     from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
