@@ -280,7 +280,10 @@ def store_check_evaluations_in_batches(storage: Any, batch_size: int | None = No
     (Dagster's case of a step launched elsewhere) is inserted as Dagster inserts it; if the batch
     fails, its events are stored one by one by Dagster's own code, as Dagster does for its batches.
     Evaluations without a partition or a run go on one by one. Nothing reads a check's row in the same
-    step before its next event (a blocking check is judged from the events in the process)."""
+    step before its next event (a blocking check is judged from the events in the process). A process
+    killed between an evaluation and the run's next event loses the evaluations held with its step:
+    the run fails (dead-run monitoring), and their checks show as planned and not executed, as they
+    would had it died before evaluating them."""
     import threading
 
     import sqlalchemy as sa
