@@ -15,6 +15,8 @@ so the run coordinator overrides both the same way, through :func:`replace_run_q
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -284,8 +286,6 @@ def store_check_evaluations_in_batches(storage: Any, batch_size: int | None = No
     killed between an evaluation and the run's next event loses the evaluations held with its step:
     the run fails (dead-run monitoring), and their checks show as planned and not executed, as they
     would had it died before evaluating them."""
-    import threading
-
     import sqlalchemy as sa
     from dagster import DagsterEventType
     from dagster._core.errors import DagsterInvariantViolationError
@@ -382,8 +382,6 @@ def store_check_evaluations_in_batches(storage: Any, batch_size: int | None = No
             rows, ids = insert(events)
             update(events, rows, ids)
         except Exception as exc:
-            import sys
-
             sys.stderr.write(f"Exception while storing a batch of asset check evaluations: {exc}\n")
             for n, event in enumerate(events):
                 if ids:  # the events are stored: their check rows are not
@@ -586,8 +584,6 @@ def fork_run_workers_from_preloaded_server(preload: list[str]) -> None:
 
 def run_dagster_cli(argv: list[str]) -> None:
     """Dagster's own command line (``python -m dagster`` is ``dagster._cli.main``) with ``argv``, in this process."""
-    import sys
-
     from dagster._cli import main
 
     sys.argv = ["dagster", *argv]
