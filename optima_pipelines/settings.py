@@ -132,7 +132,8 @@ ENVIRONMENT_VARIABLES: dict[str, EnvironmentVariable] = {
     "DAGSTER_EVENT_BATCH_SIZE": EnvironmentVariable(
         "1000",
         "Dagster's own setting: how many materializations of one step are stored in one statement. The "
-        "definitions set it where it is unset (Dagster's own default, 0, stores each event alone).",
+        "definitions set it where it is unset (Dagster's own default, 0, stores each event alone). Our "
+        "storage stores a run's asset check evaluations in batches of the same size (0 or 1: one by one).",
     ),
     "OPTIMA_CABINET_LOCK_WAIT_SECONDS": EnvironmentVariable(
         "120",

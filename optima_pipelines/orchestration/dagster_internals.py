@@ -270,8 +270,9 @@ def store_planned_checks_per_partition(storage: Any) -> None:
 def store_check_evaluations_in_batches(storage: Any, batch_size: int | None = None) -> None:
     """Make the event log of ``storage`` (its private ``_event_log_storage``) store a run's partitioned
     asset check evaluations together: held back until the run's next other event (the step's output
-    or its end) or ``batch_size`` of them (default ``EVENT_BATCH_SIZE``), then their event rows in one
-    INSERT and their ``asset_check_executions`` rows in one UPDATE.
+    or its end) or ``batch_size`` of them (default: DAGSTER_EVENT_BATCH_SIZE, else ``EVENT_BATCH_SIZE``;
+    0 or 1 leaves Dagster's code as it is), then their event rows in one INSERT and their
+    ``asset_check_executions`` rows in one UPDATE.
 
     The mart's checks (assets/rnp.py) yield three evaluations per cabinet and day of a re-aggregation
     run, thousands per run at 1,000 cabinets. Dagster has no batch for them (they are not in
@@ -292,9 +293,11 @@ def store_check_evaluations_in_batches(storage: Any, batch_size: int | None = No
     from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
     from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable, SqlEventLogStorageTable
 
+    limit = batch_size or int(os.environ.get("DAGSTER_EVENT_BATCH_SIZE") or EVENT_BATCH_SIZE)
+    if limit <= 1:  # batches turned off: Dagster's own code, one by one
+        return
     event_log_storage = storage._event_log_storage
     store_one, store_batch = event_log_storage.store_event, event_log_storage.store_event_batch
-    limit = batch_size or EVENT_BATCH_SIZE
     held: dict[str, list[Any]] = {}
     lock = threading.Lock()
     table = AssetCheckExecutionsTable

@@ -326,3 +326,16 @@ def test_runs_without_loggers_of_their_own_print_through_ours() -> None:
     ((definition, config),) = context_creation_job.default_system_loggers(None)
     assert config == {"log_level": "INFO"}
     assert "OPTIMA_LOG_FORMAT" in (definition.description or "")
+
+
+def test_check_evaluations_are_batched_unless_dagsters_batch_size_turns_batches_off(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    def dagsters_own(event):  # type: ignore[no-untyped-def]
+        return None
+
+    for size, batched in (("0", False), ("1", False), ("50", True)):
+        monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", size)
+        part = SimpleNamespace(store_event=dagsters_own, store_event_batch=dagsters_own)
+        internals.store_check_evaluations_in_batches(SimpleNamespace(_event_log_storage=part))
+        assert (part.store_event is not dagsters_own) is batched, size
