@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from bench import definitions_scale, harness, ingest, merge_backlog, rnp_recompute, run_all
+from bench import check_evaluations, definitions_scale, harness, ingest, merge_backlog, rnp_recompute, run_all
 
 
 def run_one(module, **sizes) -> harness.Bench:  # type: ignore[no-untyped-def]
@@ -151,3 +151,9 @@ def test_a_figure_of_zero_is_compared_without_a_factor() -> None:
     nothing_left = harness.Figure("x", "queue wait", 0, "s", "baseline", 30, False, 1.0)
     assert nothing_left.verdict() == "better (0)"
     assert "worse (0)" in harness.table([none_held])
+
+
+def test_check_evaluations_reports_the_batch_against_dagsters_own_one_by_one() -> None:
+    bench = run_one(check_evaluations, partitions=12, rounds=1)
+    assert [f.baseline_name for f in bench.figures] == ["one by one (Dagster's own)"] * 3
+    assert all(f.value > 0 and f.baseline for f in bench.figures)
