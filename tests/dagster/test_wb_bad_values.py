@@ -34,8 +34,11 @@ def wb(optima_env, settings, warehouse_conn, dagster_instance, monkeypatch) -> I
 
 @pytest.fixture
 def behind(optima_env, settings, warehouse_conn, dagster_instance, monkeypatch) -> Iterator[Simulator]:
-    """A WB whose clock is 6 hours behind the real one: its time can pass without reaching ours."""
+    """A WB whose clock is at least 6 hours behind the real one, at noon (Moscow): its time can pass
+    without reaching ours, and its next hours bring orders (a night's three hours may bring none:
+    real 06:05 Moscow, WB at 00:05, three hours on, no new order, 2026-12-07)."""
     now = datetime.now(MOSCOW).replace(tzinfo=None, microsecond=0) - timedelta(hours=6)
+    now = now.replace(hour=12, minute=0, second=0) - timedelta(days=1 if now.hour < 12 else 0)
     spec = CabinetSpec(id="c1", products=6, orders_per_day=60, history_days=10, campaigns=0)
     sim = Simulator(seed=7, cabinets=[spec], time_scale=TIME_SCALE, now=now)
     with served(sim, monkeypatch, warehouse_conn, settings, dagster_instance):
