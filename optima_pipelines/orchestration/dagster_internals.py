@@ -112,6 +112,18 @@ def share_storage_engine(storage: Any, engine: Any) -> None:
         part._engine = engine
 
 
+def _insert_events(event_log_storage: Any, events: Sequence[Any]) -> tuple[list[dict[str, Any]], list[int]]:
+    """Store ``events`` as event-log rows with one INSERT, as dagster-postgres's ``store_event_batch``
+    stores materializations (``prepare_insert_event_batch``'s rows): the rows (each event serialized
+    once, by ``_event_to_row``) and their storage ids, in the events' order."""
+    from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
+
+    rows = [event_log_storage._event_to_row(e) for e in events]
+    with event_log_storage._connect() as conn:
+        inserted = conn.execute(SqlEventLogStorageTable.insert().values(rows).returning(SqlEventLogStorageTable.c.id))
+        return rows, [int(r[0]) for r in inserted]
+
+
 def store_planned_events_in_batches(storage: Any) -> None:
     """Make the event log of ``storage`` (a ``DagsterPostgresStorage``: its private
     ``_event_log_storage``, a ``PostgresEventLogStorage``) store a batch of
@@ -127,11 +139,10 @@ def store_planned_events_in_batches(storage: Any) -> None:
     35-85 s for five (issue 17: its ticks 385 s apart at N = 1,000; bench/reaggregate_tick.py). If
     the asset rows' transaction fails after the INSERT, Dagster's fallback stores the batch again one
     by one, as it does for its own materialization batches. Stored here as dagster-postgres stores a
-    materialization batch: the events in one INSERT (``prepare_insert_event_batch``), then each
+    materialization batch: the events in one INSERT (``_insert_events``), then each
     asset's row from its last event of the batch (``_store_asset_event``: a planned event sets only
     the asset's ``last_run_id`` and timestamp, so the last one decides). Planned events carry no tags."""
     from dagster import DagsterEventType
-    from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
 
     event_log_storage = storage._event_log_storage
     store_rest = event_log_storage.store_event_batch
@@ -144,9 +155,7 @@ def store_planned_events_in_batches(storage: Any) -> None:
             and e.dagster_event.event_type == DagsterEventType.ASSET_MATERIALIZATION_PLANNED
         ]
         if len(planned) > 1:
-            statement = event_log_storage.prepare_insert_event_batch(planned)
-            with event_log_storage._connect() as conn:
-                ids = [int(row[0]) for row in conn.execute(statement.returning(SqlEventLogStorageTable.c.id))]
+            _, ids = _insert_events(event_log_storage, planned)
             last = {e.dagster_event.asset_key: (e, i) for e, i in zip(planned, ids, strict=True)}
             with event_log_storage.index_transaction() as conn:
                 for event, event_id in last.values():
@@ -291,7 +300,7 @@ def store_check_evaluations_in_batches(storage: Any, batch_size: int | None = No
     from dagster import DagsterEventType
     from dagster._core.errors import DagsterInvariantViolationError
     from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
-    from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable, SqlEventLogStorageTable
+    from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 
     limit = batch_size or int(os.environ.get("DAGSTER_EVENT_BATCH_SIZE") or EVENT_BATCH_SIZE)
     if limit <= 1:  # batches turned off: Dagster's own code, one by one
@@ -308,14 +317,6 @@ def store_check_evaluations_in_batches(storage: Any, batch_size: int | None = No
         if event.dagster_event.event_type != DagsterEventType.ASSET_CHECK_EVALUATION:
             return False
         return event.dagster_event.event_specific_data.partition is not None
-
-    def insert(events: list[Any]) -> tuple[list[dict[str, Any]], list[int]]:
-        rows = [event_log_storage._event_to_row(e) for e in events]  # serializes each event once
-        with event_log_storage._connect() as conn:
-            inserted = conn.execute(
-                SqlEventLogStorageTable.insert().values(rows).returning(SqlEventLogStorageTable.c.id)
-            )
-            return rows, [int(r[0]) for r in inserted]
 
     def update(events: list[Any], rows: list[dict[str, Any]], ids: list[int]) -> None:
         values = []
@@ -382,7 +383,7 @@ def store_check_evaluations_in_batches(storage: Any, batch_size: int | None = No
             return
         ids: list[int] = []
         try:  # as Dagster does when a batch fails: one by one, by its own code, what is not stored yet
-            rows, ids = insert(events)
+            rows, ids = _insert_events(event_log_storage, events)  # each event serialized once
             update(events, rows, ids)
         except Exception as exc:
             sys.stderr.write(f"Exception while storing a batch of asset check evaluations: {exc}\n")

@@ -209,8 +209,11 @@ def test_a_planned_event_is_stored_as_an_event_row_and_its_assets_row_only() -> 
     from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
     from dagster_postgres.event_log import PostgresEventLogStorage
 
-    for name in ("prepare_insert_event_batch", "_store_asset_event", "index_transaction", "_connect"):
+    for name in ("_event_to_row", "_store_asset_event", "index_transaction", "_connect"):
         assert callable(getattr(PostgresEventLogStorage, name, None)), f"PostgresEventLogStorage.{name} is gone"
+    assert "self._event_to_row(event) for event in events" in inspect.getsource(
+        SqlEventLogStorage.prepare_insert_event_batch
+    ), "Dagster's batch rows no longer come from _event_to_row: _insert_events writes other rows"
     store_event = inspect.getsource(PostgresEventLogStorage.store_event)
     assert "self._store_asset_event_tags(conn, [event], [event_id])" in store_event
     assert "self._store_asset_event(conn, event, event_id)" in store_event
