@@ -40,7 +40,6 @@ from dagster import (
     SensorResult,
     SkipReason,
     schedule,
-    sensor,
 )
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -62,7 +61,7 @@ from optima_pipelines.mart.plan import (
     tick_id,
     widen,
 )
-from optima_pipelines.orchestration.cadences import cadence, schedule_status, sensor_status
+from optima_pipelines.orchestration.cadences import cadence, cadence_sensor, schedule_status
 from optima_pipelines.orchestration.queues import (
     PRIORITY_REAGGREGATE,
     RE_AGGREGATE,
@@ -185,13 +184,12 @@ def cabinet_sizes(warehouse: Warehouse, cabinets: Sequence[str], day: date) -> d
     return sizes
 
 
-@sensor(
-    name="rnp_reaggregate_sensor",
+# A tick reads a few event-log rows per feed (262 ms at 1,000 cabinets with an increment of each
+# to read, bench/definitions_scale.py); a user's import does not wait for it (its run recomputes its days).
+@cadence_sensor(
+    cadence("rnp_reaggregate_sensor"),
+    default_interval_seconds=15,
     job=rnp_recompute_job,
-    # A tick reads a few event-log rows per feed (262 ms at 1,000 cabinets with an increment of each
-    # to read, bench/definitions_scale.py); a user's import does not wait for it (its run recomputes its days).
-    minimum_interval_seconds=cadence("rnp_reaggregate_sensor").interval_seconds or 15,
-    default_status=sensor_status("rnp_reaggregate_sensor"),
     description="Re-aggregation: reads new materializations of the WB feeds from the event log and requests "
     "the affected (cabinet, day) partitions of the matching РНП rollup and of rnp_daily, batched into "
     "runs over rectangles of cabinets × consecutive days, at the re-aggregate priority.",
