@@ -12,7 +12,6 @@ auth: the simulator listens on localhost).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import date, timedelta
 from decimal import Decimal
@@ -27,7 +26,7 @@ from starlette.routing import Route
 
 from wb_simulator.api import ENDPOINTS, Endpoint, Request, Response
 from wb_simulator.api.base import gateway_error, not_found
-from wb_simulator.faults import ENVELOPE_ERROR_TEXT, Fault, server_error_body, truncated
+from wb_simulator.faults import ENVELOPE_ERROR_TEXT, Fault, hold, server_error_body, truncated
 from wb_simulator.limits import Decision, rule_for
 from wb_simulator.simulator import Simulator
 from wb_simulator.tokens import TokenInfo, TokenRejected
@@ -131,7 +130,7 @@ def create_app(sim: Simulator) -> Starlette:
         remaining = {"X-Ratelimit-Remaining": str(decision.remaining)}
         fault = sim.faults.decide(http.method, f"{category}{path}")
         if fault.latency_s:
-            await asyncio.sleep(fault.latency_s)
+            await hold(fault)
         if fault.kind == "error_rate":
             return _http(Response(fault.status, server_error_body(fault.status)), remaining)
         if fault.kind == "rate_429":

@@ -24,7 +24,9 @@ Kinds, checked in this order on each matching request (the first that fires wins
   serving hand-made rows (a NaN amount, a date in year 9999). Applies to every matching 200 answer
   (``times`` and ``after`` bound it); only in process, not over ``/__sim/faults``;
 - ``latency_s``: added before the answer, for every matching request, or only for a
-  ``latency_spike_rate`` fraction of them.
+  ``latency_spike_rate`` fraction of them. A request held by a rule's latency is answered as soon
+  as the rule is removed (``remove``, ``clear``), as WB answers once its slowness is over: a test
+  that lifts a long latency does not wait for the calls already held.
 
 The body kinds take ``True`` (every matching request) or a rate between 0 and 1. ``times`` bounds
 how many faults the rule injects in total (latency not counted); None means no bound. ``after``
@@ -33,9 +35,11 @@ lets the first N matching requests through untouched (page 1 succeeds, page 2 fa
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import random
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,6 +66,8 @@ class FaultRule:
     #: Matching requests seen so far (``after`` lets the first ones through).
     seen: int = 0
     rng: random.Random = field(default_factory=random.Random, repr=False)
+    #: Set when the rule is removed: the requests its latency holds are answered at once.
+    lifted: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def matches(self, method: str, target: str) -> bool:
         pattern = self.pattern
@@ -81,6 +87,8 @@ class Fault:
     latency_s: float = 0.0
     #: The ``rewrite`` rule's function (kind "rewrite").
     rewrite: Callable[[Any], Any] | None = None
+    #: Set when the rule that gave the latency is removed: the latency ends there.
+    lifted: threading.Event | None = None
 
 
 _KINDS = (
@@ -95,6 +103,15 @@ _KINDS = (
 )
 #: The ``errorText`` of an injected ``envelope_error``.
 ENVELOPE_ERROR_TEXT = "Внутренняя ошибка: задача не найдена"
+
+
+async def hold(fault: Fault, step_s: float = 0.1) -> None:
+    """Wait out the fault's latency, or less: until its rule is removed."""
+    deadline = time.monotonic() + fault.latency_s
+    while (left := deadline - time.monotonic()) > 0:
+        if fault.lifted is not None and fault.lifted.is_set():
+            return
+        await asyncio.sleep(min(step_s, left))
 
 
 def server_error_body(status: int) -> dict[str, Any]:
@@ -180,11 +197,14 @@ class Faults:
 
     def clear(self) -> None:
         with self._lock:
+            for rule in self._rules:
+                rule.lifted.set()
             self._rules.clear()
 
     def remove(self, rule: FaultRule) -> None:
         """Drop one rule (``set`` returned it); the others stay."""
         with self._lock:
+            rule.lifted.set()
             self._rules = [r for r in self._rules if r is not rule]
 
     @property
@@ -195,6 +215,7 @@ class Faults:
     def decide(self, method: str, target: str) -> Fault:
         """The fault (if any) for one request to ``target`` (``category/path``)."""
         latency = 0.0
+        lifted: threading.Event | None = None
         with self._lock:
             for rule in self._rules:
                 if not rule.matches(method, target):
@@ -202,7 +223,7 @@ class Faults:
                 if rule.latency_s and not latency:
                     spike = rule.latency_spike_rate
                     if spike is None or rule.rng.random() < spike:
-                        latency = rule.latency_s
+                        latency, lifted = rule.latency_s, rule.lifted
                 rule.seen += 1
                 if rule.seen <= rule.after:
                     continue
@@ -210,7 +231,7 @@ class Faults:
                     continue
                 if rule.rewrite is not None:
                     rule.fired += 1
-                    return Fault("rewrite", 200, latency, rule.rewrite)
+                    return Fault("rewrite", 200, latency, rule.rewrite, lifted)
                 draw = rule.rng.random()
                 edge = 0.0
                 for kind in _KINDS:
@@ -224,5 +245,5 @@ class Faults:
                             status = 429
                         if kind == "empty_204":
                             status = 204
-                        return Fault(kind, status, latency)
-        return Fault(None, 200, latency)
+                        return Fault(kind, status, latency, lifted=lifted)
+        return Fault(None, 200, latency, lifted=lifted)

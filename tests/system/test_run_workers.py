@@ -78,7 +78,7 @@ def test_runs_execute_in_both_run_worker_processes(warm_stack):  # type: ignore[
     # runs are more than one worker's four processes, and a worker takes a run only while a process
     # is free, so the other worker takes the rest rather than them waiting in the first. They are
     # launched in the scheduled lane (a person's runs share the user lane's 2 slots).
-    stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=HOLD_S)
+    hold = stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=HOLD_S)
     try:
         launched = {
             launch_run(
@@ -109,7 +109,7 @@ def test_runs_execute_in_both_run_worker_processes(warm_stack):  # type: ignore[
             stack.dev,
         )
     finally:
-        stack.sim.faults.set("GET statistics/*", latency_s=0.5)
+        stack.sim.faults.remove(hold)  # the calls it holds are answered now (with_cabinets' 0.5 s stays)
     seen = by_worker()
     assert set(seen) == {"run-worker-1", "run-worker-2"}, seen
 
@@ -156,7 +156,7 @@ def _hanging_run(stack, since: float) -> str:  # type: ignore[no-untyped-def]
 def test_terminate_from_the_ui_cancels_a_run_in_a_warm_worker(warm_stack):  # type: ignore[no-untyped-def]
     stack = with_cabinets(warm_stack, "wt1", "wt2")
     since = time.time()
-    stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=300)
+    hold = stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=300)
     try:
         run_id = _hanging_run(stack, since)
         pid = run_pid(stack, run_id)
@@ -188,13 +188,13 @@ def test_terminate_from_the_ui_cancels_a_run_in_a_warm_worker(warm_stack):  # ty
         # The warm process is not lost with the run: it takes the next one.
         assert pid is not None and psutil.pid_exists(pid)
     finally:
-        stack.sim.faults.set("GET statistics/*", latency_s=0.5)
+        stack.sim.faults.remove(hold)  # the calls it holds are answered now (with_cabinets' 0.5 s stays)
 
 
 def test_a_killed_run_worker_process_fails_its_run_which_is_retried(warm_stack):  # type: ignore[no-untyped-def]
     stack = with_cabinets(warm_stack, "wk1", "wk2")
     since = time.time()
-    stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=300)
+    hold = stack.sim.faults.set("GET statistics/api/v1/supplier/sales", latency_s=300)
     try:
         run_id = _hanging_run(stack, since)
         pid = run_pid(stack, run_id)
@@ -209,7 +209,7 @@ def test_a_killed_run_worker_process_fails_its_run_which_is_retried(warm_stack):
             stack.dev,
         )
     finally:
-        stack.sim.faults.set("GET statistics/*", latency_s=0.5)
+        stack.sim.faults.remove(hold)  # the calls it holds are answered now (with_cabinets' 0.5 s stays)
 
     def retried_ok() -> bool:
         return any(

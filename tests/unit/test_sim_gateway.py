@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 from collections.abc import Iterator
 from datetime import date, timedelta
@@ -278,3 +279,26 @@ def test_control_routes_do_what_the_python_api_does(fast: tuple[Simulator, str])
     assert bad.status_code == 400 and "nope" in bad.json()["error"]
     assert admin.post("/__sim/revoke", json={"token": token}).status_code == 200
     assert wb.get("statistics", ORDERS, dateFrom="2026-08-20").status_code == 401
+
+
+def test_a_latency_ends_when_its_rule_is_lifted(fast: tuple[Simulator, str]) -> None:
+    """A call held by a long latency is answered once the test lifts the rule, not after the latency:
+    the calls a test's deployment has in flight end with the test's fault."""
+    sim, base = fast
+    wb = Wb(base, sim.token("c1"))
+    slow = sim.faults.set("content/*", latency_s=600)
+    answers: list[int] = []
+    call = threading.Thread(target=lambda: answers.append(wb.get("content", "/ping").status_code))
+    try:
+        call.start()
+        deadline = time.monotonic() + 30
+        while slow.seen == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert slow.seen == 1, "the call never reached the simulator"
+        sim.faults.remove(slow)
+        call.join(timeout=30)
+        assert answers == [200], "the held call was not answered once its latency was lifted"
+    finally:
+        sim.faults.clear()
+        call.join(timeout=30)
+        wb.close()
