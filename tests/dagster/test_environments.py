@@ -10,7 +10,7 @@ from psycopg import sql
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.urls import dagster_storage_url
 from optima_pipelines.operations.runtime import project_file
-from tests.db.test_cli import run_cli
+from tests.cli_runner import invoke_cli
 
 
 @pytest.fixture
@@ -26,10 +26,10 @@ def two_envs(database_url, secret_key, tmp_path):
 def test_environments_on_one_server_stay_apart(two_envs, database_url, secret_key, tmp_path, monkeypatch):
     stage, prod = two_envs
     base = {"OPTIMA_DATABASE_URL": database_url, "OPTIMA_SECRET_KEY": secret_key, "OPTIMA_STATE_DIR": str(tmp_path)}
-    assert run_cli("cabinets", "add", "only-in-stage", env={**base, "OPTIMA_ENV": stage}).returncode == 0
-    assert run_cli("cabinets", "add", "only-in-prod", env={**base, "OPTIMA_ENV": prod}).returncode == 0
-    stage_list = run_cli("cabinets", "list", env={**base, "OPTIMA_ENV": stage}).stdout
-    prod_list = run_cli("cabinets", "list", env={**base, "OPTIMA_ENV": prod}).stdout
+    assert invoke_cli("cabinets", "add", "only-in-stage", env={**base, "OPTIMA_ENV": stage}).returncode == 0
+    assert invoke_cli("cabinets", "add", "only-in-prod", env={**base, "OPTIMA_ENV": prod}).returncode == 0
+    stage_list = invoke_cli("cabinets", "list", env={**base, "OPTIMA_ENV": stage}).stdout
+    prod_list = invoke_cli("cabinets", "list", env={**base, "OPTIMA_ENV": prod}).stdout
     assert "only-in-stage" in stage_list and "only-in-prod" not in stage_list
     assert "only-in-prod" in prod_list and "only-in-stage" not in prod_list
 

@@ -139,13 +139,13 @@ def test_after_db_upgrade_a_fresh_deployment_is_scraped_whole_with_every_series_
     """`db upgrade` then `/metrics`, before any Dagster process ran: every figure is read, and the series
     a dashboard names exist at 0 (not "no data")."""
     from optima_pipelines.orchestration.queues import QUEUES
-    from tests.db.test_cli import run_cli
+    from tests.cli_runner import invoke_cli
 
     registry, collector = build_registry(database_url, settings.warehouse_schema, settings.dagster_schema)
     # The environment's warehouse is migrated, but Dagster's storage does not exist yet.
     assert sample(scrape(registry), "optima_metrics_up") == 0
 
-    upgraded = run_cli("db", "upgrade")
+    upgraded = invoke_cli("db", "upgrade")
     assert upgraded.returncode == 0, upgraded.stderr
     assert f"{settings.dagster_schema}: Dagster's storage ready" in upgraded.stdout
 

@@ -1,8 +1,9 @@
-"""Tokens at rest: a dump of the database shows none, and rotate-key never leaves one unreadable."""
+"""Tokens at rest: a dump of the database shows none, and rotate-key never leaves one unreadable.
 
-import os
-import subprocess
-import sys
+The commands run in this process (tests/cli_runner.py: ``invoke_cli``), except the rotation of
+test_rotate_key_with_the_state_folder_key, a real process (``run_cli``): neither key reaches the
+output of a real process, with the log handlers ``main()`` installs.
+"""
 
 import psycopg
 import pytest
@@ -10,21 +11,12 @@ from cryptography.fernet import Fernet
 
 from optima_pipelines.warehouse import cabinets
 from optima_pipelines.warehouse.secrets import KEY_FILE, TokenCipher
+from tests.cli_runner import invoke_cli, run_cli
 
 TOKENS = {
     "shop-1": "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJzaG9wLTEifQ.c2lnbmF0dXJlMQ",
     "shop-2": "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJzaG9wLTIifQ.c2lnbmF0dXJlMg",
 }
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "optima_pipelines.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=120,
-    )
 
 
 def dump(conn: psycopg.Connection) -> str:
@@ -43,7 +35,7 @@ def key_file_env(optima_env, monkeypatch, settings):
     """The embedded default: no OPTIMA_SECRET_KEY, the key generated into the state folder."""
     monkeypatch.delenv("OPTIMA_SECRET_KEY")
     for cabinet_id, token in TOKENS.items():
-        added = run_cli("cabinets", "add", cabinet_id, "--token-env", "T", env={"T": token})
+        added = invoke_cli("cabinets", "add", cabinet_id, "--token-env", "T", env={"T": token})
         assert added.returncode == 0, added.stderr
     return settings.state_dir / KEY_FILE
 
@@ -76,7 +68,7 @@ def test_an_interrupted_rotation_is_readable_throughout_and_finishes_on_rerun(ke
     key_file_env.write_bytes(pending + b"\n" + old + b"\n")
     assert tokens_under(warehouse_conn, key_file_env.read_bytes()) == TOKENS
 
-    finished = run_cli("cabinets", "rotate-key")
+    finished = invoke_cli("cabinets", "rotate-key")
     assert finished.returncode == 0, finished.stderr
     assert key_file_env.read_bytes().strip() == pending
     assert tokens_under(warehouse_conn, pending) == TOKENS
@@ -85,7 +77,7 @@ def test_an_interrupted_rotation_is_readable_throughout_and_finishes_on_rerun(ke
 def test_a_given_new_key_is_used(key_file_env, warehouse_conn, tmp_path):
     given = Fernet.generate_key()
     (tmp_path / "new.key").write_bytes(given)
-    rotated = run_cli("cabinets", "rotate-key", "--new-key-file", str(tmp_path / "new.key"))
+    rotated = invoke_cli("cabinets", "rotate-key", "--new-key-file", str(tmp_path / "new.key"))
     assert rotated.returncode == 0, rotated.stderr
     assert tokens_under(warehouse_conn, given) == TOKENS
 
@@ -95,7 +87,7 @@ def test_an_unreadable_token_stops_the_rotation_and_names_its_cabinet(key_file_e
         "UPDATE cabinets SET wb_token_encrypted = %s WHERE id = 'shop-2'",
         (Fernet(Fernet.generate_key()).encrypt(b"foreign"),),
     )
-    rotated = run_cli("cabinets", "rotate-key")
+    rotated = invoke_cli("cabinets", "rotate-key")
     assert rotated.returncode == 1
     assert rotated.stderr.startswith("error: cabinet 'shop-2': a stored WB token cannot be decrypted")
     # Nothing changed in the database, and the key file still reads every token it read before.
@@ -104,22 +96,22 @@ def test_an_unreadable_token_stops_the_rotation_and_names_its_cabinet(key_file_e
 
 def test_rotate_key_with_the_environment_key_takes_new_then_old(optima_env, warehouse_conn, secret_key):
     for cabinet_id, token in TOKENS.items():
-        assert run_cli("cabinets", "add", cabinet_id, "--token-env", "T", env={"T": token}).returncode == 0
+        assert invoke_cli("cabinets", "add", cabinet_id, "--token-env", "T", env={"T": token}).returncode == 0
 
-    refused = run_cli("cabinets", "rotate-key")
+    refused = invoke_cli("cabinets", "rotate-key")
     assert refused.returncode == 1
     assert "OPTIMA_SECRET_KEY holds one key: set OPTIMA_SECRET_KEY=NEW,OLD on every process" in refused.stderr
 
     new = Fernet.generate_key().decode()
     # Until the rotation runs, every process with NEW,OLD reads every token.
     assert tokens_under(warehouse_conn, f"{new},{secret_key}".encode()) == TOKENS
-    rotated = run_cli("cabinets", "rotate-key", env={"OPTIMA_SECRET_KEY": f"{new},{secret_key}"})
+    rotated = invoke_cli("cabinets", "rotate-key", env={"OPTIMA_SECRET_KEY": f"{new},{secret_key}"})
     assert rotated.returncode == 0, rotated.stderr
     assert "re-encrypted 2 tokens" in rotated.stdout
     assert tokens_under(warehouse_conn, new.encode()) == TOKENS
 
 
 def test_new_key_prints_a_usable_key(optima_env):
-    printed = run_cli("cabinets", "new-key")
+    printed = invoke_cli("cabinets", "new-key")
     assert printed.returncode == 0
     Fernet(printed.stdout.strip().encode())
