@@ -65,7 +65,7 @@ def daemon_cmd(code_server: str, wait: int) -> None:
             from optima_pipelines.orchestration.run_launcher import prepare_broker
 
             prepare_broker(env)
-        processes.wait_for_code_server(host, port, wait, env)
+        processes.wait_for_code_server(host, port, wait)
         sys.exit(processes.run_child(processes.daemon_argv(workspace), env))
 
 
@@ -158,7 +158,7 @@ def webserver_cmd(host: str, port: int, code_server: str, wait: int, path_prefix
         workspace = processes.write_grpc_workspace(dep.dagster_home, grpc_host, grpc_port)
         banner = auth_banner(settings.ui_user, settings.ui_password)
         click.echo(f"Dagster UI: http://{host}:{port}{path_prefix} ({banner})")
-        processes.wait_for_code_server(grpc_host, grpc_port, wait, dep.child_env())
+        processes.wait_for_code_server(grpc_host, grpc_port, wait)
         args = ["-h", host, "-p", str(port), "-w", str(workspace)]
         if path_prefix:
             args += ["-l", path_prefix]

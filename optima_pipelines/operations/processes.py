@@ -113,17 +113,29 @@ def run_worker_argv(concurrency: int, name: str) -> list[str]:
     ]  # fmt: skip
 
 
-def wait_for_code_server(host: str, port: int, timeout: float, env: dict[str, str] | None = None) -> None:
+def code_server_serving(host: str, port: int, timeout: float = 5.0) -> bool:
+    """Whether the code server at host:port answers Dagster's gRPC health check with SERVING (what
+    `dagster api grpc-health-check` asks, in this process rather than a new one per try)."""
+    import grpc
+    from grpc_health.v1 import health_pb2
+    from grpc_health.v1.health_pb2_grpc import HealthStub
+
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    with grpc.insecure_channel(target) as channel:
+        try:
+            response = HealthStub(channel).Check(health_pb2.HealthCheckRequest(service="DagsterApi"), timeout=timeout)
+        except grpc.RpcError:
+            return False
+    return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def wait_for_code_server(host: str, port: int, timeout: float) -> None:
     """Poll the code server's gRPC health check until it serves; raises ConfigError after ``timeout`` s."""
     deadline = time.monotonic() + timeout
-    argv = [sys.executable, "-m", "dagster", "api", "grpc-health-check", "-h", host, "-p", str(port)]
-    while True:
-        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
-        if done.returncode == 0:
-            return
+    while not code_server_serving(host, port):
         if time.monotonic() > deadline:
             raise ConfigError(f"the code server at {host}:{port} did not answer within {timeout:.0f} s")
-        time.sleep(1)
+        time.sleep(0.5)
 
 
 def _child_preexec() -> None:
