@@ -8,7 +8,8 @@ configurations below by its fixture and gets it idle, every sensor and schedule 
 ``shared_stack``    the default launcher (celery, one run worker), SYNC_QUEUE_CONCURRENCY=2,
                     the UI behind basic auth (:data:`UI_USER`, :data:`UI_PASSWORD`)
 ``warm_stack``      ``dev --run-workers 2``; room for 12 runs at once (SYNC_QUEUE_CONCURRENCY=10)
-``spawn_stack``     OPTIMA_RUN_LAUNCHER=spawn: the code server starts a process per run
+``spawn_stack``     OPTIMA_RUN_LAUNCHER=spawn: the code server starts a process per run (a new
+                    Python process of 3-4 CPU-s each: only the tests of that launcher use it)
 ==================  =========================================================================
 
 Every configuration has its own OPTIMA_ENV on the session's database, its own simulated WB (live

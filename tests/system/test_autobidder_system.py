@@ -12,8 +12,8 @@ from wb_simulator import CabinetSpec
 pytestmark = pytest.mark.system
 
 
-def test_a_requested_autobidder_sync_gets_its_run_id_within_30s_and_succeeds(spawn_stack):  # type: ignore[no-untyped-def]
-    stack, dep = spawn_stack, spawn_stack.dev
+def test_a_requested_autobidder_sync_gets_its_run_id_within_30s_and_succeeds(warm_stack):  # type: ignore[no-untyped-def]
+    stack, dep = warm_stack, warm_stack.dev
     stack.add_cabinets(CabinetSpec(id="ab1", products=10, orders_per_day=20, history_days=10, campaigns=4))
     stack.start("requests_sensor")
     with stack.warehouse() as warehouse_conn:

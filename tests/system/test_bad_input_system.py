@@ -29,8 +29,8 @@ def runs_of(conn, cabinet: str) -> list[tuple[str, str, float]]:  # type: ignore
     ).fetchall()
 
 
-def test_an_unknown_request_kind_fails_and_a_rejected_token_stops_its_cabinet_until_set_token(spawn_stack):  # type: ignore[no-untyped-def]
-    stack, dep = spawn_stack, spawn_stack.dev
+def test_an_unknown_request_kind_fails_and_a_rejected_token_stops_its_cabinet_until_set_token(shared_stack):  # type: ignore[no-untyped-def]
+    stack, dep = shared_stack, shared_stack.dev
     small = dict(products=5, orders_per_day=5, history_days=3, campaigns=0, feedback_rate=0, questions_per_day=0)
     stack.add_cabinets(CabinetSpec(id="good", **small), CabinetSpec(id="revoked", **small))
     bad_token = stack.tokens["revoked"]

@@ -52,8 +52,8 @@ def days_with_rows(conn, cabinet: str) -> set[date]:
     return {d for (d,) in conn.execute("SELECT DISTINCT day FROM rnp_daily WHERE cabinet_id = %s", (cabinet,))}
 
 
-def test_an_import_and_a_late_cancellation_through_the_daemon(spawn_stack):  # type: ignore[no-untyped-def]
-    stack, dep, dagster_instance = spawn_stack, spawn_stack.dev, spawn_stack.instance
+def test_an_import_and_a_late_cancellation_through_the_daemon(warm_stack):  # type: ignore[no-untyped-def]
+    stack, dep, dagster_instance = warm_stack, warm_stack.dev, warm_stack.instance
     since = stack.began
     # Syncs of earlier tests on this deployment left feed events: the sensor starts after them (its
     # cursor set as an operator sets one in the UI), so what it plans is this test's.
