@@ -228,7 +228,7 @@ ENVIRONMENT_VARIABLES: dict[str, EnvironmentVariable] = {
         None,
         "The PostgreSQL server on which the suite creates (and drops) its own database. Its `max_connections` "
         "less the superuser's reserve must hold 80 sessions per pytest worker (a system-test file runs up to two "
-        "whole deployments): 163 for the two workers (the suite says so before it starts otherwise).",
+        "whole deployments): 324 for the four workers of pytest.ini (the suite says so before it starts otherwise).",
         unset="the embedded server, one per pytest worker",
         scope="tests",
     ),
