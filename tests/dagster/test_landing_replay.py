@@ -6,7 +6,6 @@ that cannot write fails the page before anything is merged; no token is ever lan
 from __future__ import annotations
 
 import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse.cabinets import get_token
 from optima_pipelines.warehouse.secrets import TokenCipher, load_key
+from tests.cli_runner import invoke_cli
 from tests.wb_syncs import advance_until_changed, run_job, served, simulator
 from wb_simulator import CabinetSpec
 
@@ -110,12 +110,8 @@ def wipe(conn: Any) -> None:
 
 
 def replay_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "optima_pipelines.cli", "replay", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    """`optima-pipelines replay` (in this process: tests/cli_runner.py)."""
+    return invoke_cli("replay", *args)
 
 
 def landed_files(settings: Any) -> list[Path]:

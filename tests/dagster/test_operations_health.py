@@ -1,9 +1,6 @@
 """Health checks name the failing part, and WB's /ping is asked at most 2 times per 30 s per host."""
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from collections import Counter
 from contextlib import ExitStack
@@ -15,6 +12,7 @@ from optima_pipelines.db.migrate import head_revision
 from optima_pipelines.operations.health import WB_PING_CATEGORIES, check_wb, run_checks
 from optima_pipelines.warehouse import cabinets
 from optima_pipelines.warehouse.secrets import TokenCipher, load_key
+from tests.cli_runner import invoke_cli
 from tests.fake_http import Answer, json_server
 
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJoZWFsdGgifQ.c2lnbmF0dXJl"
@@ -107,13 +105,7 @@ def test_unreachable_wb_is_a_named_failure(warehouse_conn, database_url, setting
 
 
 def test_health_command_exits_1_naming_the_daemon_and_the_run_workers(dagster_instance):
-    result = subprocess.run(
-        [sys.executable, "-m", "optima_pipelines.cli", "health", "--no-wb"],
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-        timeout=120,
-    )
+    result = invoke_cli("health", "--no-wb")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "ok   warehouse" in result.stdout
     assert "FAIL daemon: no heartbeat" in result.stdout
