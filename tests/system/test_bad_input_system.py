@@ -3,15 +3,12 @@ never hold or flood a cabinet's scheduled syncs."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import httpx
 import pytest
 
 from optima_pipelines.warehouse import requests as outbox
 from optima_pipelines.warehouse.cabinets import get_cabinet
+from tests.cli_runner import run_cli
 from tests.system.harness import wait_for
 from wb_simulator import CabinetSpec
 
@@ -69,12 +66,13 @@ def test_an_unknown_request_kind_fails_and_a_rejected_token_stops_its_cabinet_un
         assert 'optima_cabinets{status="token_invalid"} 1.0' in metrics
 
         # The operator gives it a new token: it is active again and syncs.
-        done = subprocess.run(
-            [sys.executable, "-m", "optima_pipelines.cli", "cabinets", "set-token", "revoked", "--token-env", "T"],
-            capture_output=True,
-            text=True,
-            env={**os.environ, **stack.environment, "T": stack.sim.token("revoked")},
-            timeout=120,
+        done = run_cli(
+            "cabinets",
+            "set-token",
+            "revoked",
+            "--token-env",
+            "T",
+            env={**stack.environment, "T": stack.sim.token("revoked")},
         )
         assert done.returncode == 0, done.stderr
         assert get_cabinet(warehouse_conn, "revoked").status == "active"

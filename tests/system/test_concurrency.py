@@ -9,10 +9,9 @@ the deployment): what started when, for which cabinet.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from optima_pipelines.orchestration.queues import TAG_CABINET, TAG_LANE, TAG_QUE
 from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse import requests as outbox
+from tests.cli_runner import run_cli
 from tests.system.conftest import INTERVAL_S, TIME_SCALE
 from wb_simulator import CabinetSpec
 
@@ -203,11 +203,9 @@ def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore
     # with `-m optima_pipelines.definitions` the run names a location the daemon does not know, and
     # it fails at dequeue)
     workspace = str(stack.dagster_home / GRPC_WORKSPACE)
-    launched = subprocess.run(
-        [sys.executable, "-m", "optima_pipelines.cli", "dagster", "job", "launch", "-w", workspace,
-         "-l", LOCATION_NAME, "-j", "digitization_increment",
-         "--config-json", __import__("json").dumps(cabinet_run_config("digitization_increment", "g5"))],
-        capture_output=True, text=True, timeout=120, env={**os.environ, **dev.env},
+    launched = run_cli(
+        "dagster", "job", "launch", "-w", workspace, "-l", LOCATION_NAME, "-j", "digitization_increment",
+        "--config-json", json.dumps(cabinet_run_config("digitization_increment", "g5")), env=dev.env,
     )  # fmt: skip
     assert launched.returncode == 0, launched.stderr[-2000:]
     # 5. the increment sensor sweeps every cabinet by itself

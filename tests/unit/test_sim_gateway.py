@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from tests.sim_fixtures import NOW, Wb, served, small_sim
+from tests.system.harness import wait_for
 from wb_simulator import CabinetSpec, Simulator
 
 ORDERS = "/api/v1/supplier/orders"
@@ -291,10 +292,8 @@ def test_a_latency_ends_when_its_rule_is_lifted(fast: tuple[Simulator, str]) -> 
     call = threading.Thread(target=lambda: answers.append(wb.get("content", "/ping").status_code))
     try:
         call.start()
-        deadline = time.monotonic() + 30
-        while slow.seen == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert slow.seen == 1, "the call never reached the simulator"
+        wait_for(lambda: slow.seen, "the call reaching the simulator", timeout=30)
+        assert slow.seen == 1
         sim.faults.remove(slow)
         call.join(timeout=30)
         assert answers == [200], "the held call was not answered once its latency was lifted"
