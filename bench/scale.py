@@ -86,6 +86,15 @@ OPTIONS = [
         "run once with each to see its cost at N",
         kind="str",
     ),
+    Option(
+        "freshness",
+        "on",
+        "on",
+        "the freshness checks' sensor (feed_freshness_sensor, one read of every cabinet's feeds a tick): on (the "
+        "default) or off, stopped before the warm-up; run once with each to see its cost at N (the confirmation "
+        "each sync writes stays: bench/freshness_bookkeeping.py measures it)",
+        kind="str",
+    ),
 ]
 
 SENSOR_TICKS = """
@@ -514,10 +523,14 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
         raise ValueError(f"--landing must be on or off, got {opts.landing!r}")
     if opts.landing == "off":
         extra["OPTIMA_LANDING_URL"] = "off"
+    if opts.freshness not in ("on", "off"):
+        raise ValueError(f"--freshness must be on or off, got {opts.freshness!r}")
     with (
         bench.environment(f"scale{n}", **extra) as env,
         harness.deployment(env, cabinets=specs, time_scale=opts.time_scale) as stack,
     ):
+        if opts.freshness == "off":
+            stack.stop_sensor("feed_freshness_sensor")
         harness.say(f"  N={n}: deployment up; warm-up {opts.warmup} s, then watching {opts.wall} s")
         time.sleep(opts.warmup)  # a fixed wall time is what is measured here, not a condition
         if opts.align:
@@ -677,7 +690,7 @@ def run(bench: Bench, opts: Any) -> None:
     scale = (
         f"cadences {opts.cadence_scale:g}x, WB time scale {opts.time_scale:g}, "
         f"SYNC_QUEUE_CONCURRENCY {opts.sync_concurrency}, OPTIMA_MAX_CONCURRENT_RUNS {opts.max_runs}, "
-        f"landing {opts.landing}"
+        f"landing {opts.landing}, freshness sensor {opts.freshness}"
     )
     for o in outcomes:
         note = f"{scale}; {'every cadence held' if o.all_held else limit_of(o, os.cpu_count() or 1)}"
