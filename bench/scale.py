@@ -489,6 +489,18 @@ def finished_runs(records: list[Any], start: float, end: float) -> tuple[int, in
     return len(ended), sum(len(v) for v in durations.values()), durations
 
 
+def landed_bytes(folder: Path) -> int:
+    """Bytes of the files under the landing's ``folder`` (0 while it does not exist); a file replaced
+    while this walks is skipped."""
+    total = 0
+    for path in folder.rglob("*") if folder.is_dir() else ():
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except OSError:
+            continue
+    return total
+
+
 @dataclass
 class Outcome:
     n: int
@@ -539,6 +551,8 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
             harness.say(f"  N={n}: watching from just before the next {opts.align}-s boundary, in {wait:.0f} s")
             time.sleep(wait)
         sampler = Sampler(stack.dev.proc.pid, env)
+        landing = Path(env.variables["OPTIMA_STATE_DIR"]) / "landing"
+        landed_before = landed_bytes(landing)
         start = time.time()
         here = psutil.Process()
         here_before = sum(here.cpu_times()[:2])
@@ -549,6 +563,7 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
         sampler.stop()
         imports.stop()
         end = time.time()
+        landed = landed_bytes(landing) - landed_before
         # The WB simulator serves from threads of this process (the sampler's own cost is small).
         simulator_cores = (sum(here.cpu_times()[:2]) - here_before) / (end - start)
         cadence_results = judge_cadences(stack, cabinets, start, end)
@@ -588,6 +603,12 @@ def measure(bench: Bench, n: int, opts: Any) -> Outcome:
         f"instead (every database of it: on a shared server, others' too) {sampler.server_total * per_hour:.2f}, "
         f"{(sampler.deployment_total + sampler.server_total) * per_hour:.2f} in all; the WB simulator apart "
         f"{simulator_cores * 3600 / n:.2f}; runs created per hour: {len(ages) / (end - start) * 3600:.0f}"
+    )
+    lines.append(
+        f"bytes landed while watched (Parquet under {landing.name}/): {landed / 2**20:.1f} MB, "
+        f"{landed * 86400 / (end - start) / n / 2**20:.2f} MB per cabinet-day at these cadences"
+        if opts.landing == "on"
+        else "bytes landed: none (the landing is off)"
     )
     lines.append(
         f"user imports (3 days) → rnp_daily while this ran: p50 {harness.quantile(imports.latencies, 0.5):.1f} s, "
