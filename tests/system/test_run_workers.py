@@ -21,7 +21,7 @@ from dagster import DagsterEventType, DagsterRunStatus
 from optima_pipelines.orchestration.queues import LANE_SCHEDULED, TAG_CABINET, TAG_LANE
 from optima_pipelines.orchestration.runconfig import cabinet_run_config
 from tests.system.harness import wait_for
-from tests.system.test_concurrency import launch_run, records, wait_until
+from tests.system.test_concurrency import launch_run, records
 from wb_simulator import CabinetSpec
 
 pytestmark = pytest.mark.system
@@ -102,11 +102,11 @@ def test_runs_execute_in_both_run_worker_processes(warm_stack):  # type: ignore[
                     seen.setdefault(name, set()).add(run.tags.get(TAG_CABINET, "?"))
             return seen
 
-        wait_until(
+        wait_for(
             lambda: sum(map(len, by_worker().values())) == len(CABINETS),
-            240,
             f"the {len(CABINETS)} increments launched at once to succeed",
-            stack.dev,
+            timeout=240,
+            dep=stack.dev,
         )
     finally:
         stack.sim.faults.remove(hold)  # the calls it holds are answered now (with_cabinets' 0.5 s stays)
@@ -124,7 +124,7 @@ def test_runs_execute_in_both_run_worker_processes(warm_stack):  # type: ignore[
             and "dagster-celery/task_id" not in record.dagster_run.tags
         ]
 
-    wait_until(lambda: not untagged(), 60, "every launched run to carry its Celery task's id", stack.dev)
+    wait_for(lambda: not untagged(), "every launched run to carry its Celery task's id", timeout=60, dep=stack.dev)
     failed = [r.dagster_run.run_id for r in records(stack) if r.dagster_run.status == DagsterRunStatus.FAILURE]
     assert failed == []
 
@@ -163,10 +163,10 @@ def test_terminate_from_the_ui_cancels_a_run_in_a_warm_worker(warm_stack):  # ty
         result = stack.dev.graphql(TERMINATE, {"runId": run_id})["terminateRun"]
         assert result["__typename"] == "TerminateRunSuccess", result
         try:
-            wait_until(
+            wait_for(
                 lambda: stack.instance.get_run_by_id(run_id).status == DagsterRunStatus.CANCELED,
-                60,
                 "the terminated run to end CANCELED",
+                timeout=60,
             )
         except AssertionError:
             # What the run did instead, for whoever reads the failure.
@@ -202,11 +202,11 @@ def test_a_killed_run_worker_process_fails_its_run_which_is_retried(warm_stack):
         os.kill(pid, signal.SIGKILL)
         # Run monitoring (dagster.yaml, every 15 s) reads the task's state: the worker reports its
         # lost process, the run is marked failed and run_retries re-queues it once.
-        wait_until(
+        wait_for(
             lambda: stack.instance.get_run_by_id(run_id).status == DagsterRunStatus.FAILURE,
-            90,
             "run monitoring to mark the killed run failed",
-            stack.dev,
+            timeout=90,
+            dep=stack.dev,
         )
     finally:
         stack.sim.faults.remove(hold)  # the calls it holds are answered now (with_cabinets' 0.5 s stays)
@@ -217,4 +217,4 @@ def test_a_killed_run_worker_process_fails_its_run_which_is_retried(warm_stack):
             for r in records(stack)
         )
 
-    wait_until(retried_ok, 180, "the retry of the killed run to succeed", stack.dev)
+    wait_for(retried_ok, "the retry of the killed run to succeed", timeout=180, dep=stack.dev)

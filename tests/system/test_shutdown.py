@@ -17,7 +17,7 @@ from dagster import DagsterEventType, DagsterRunStatus
 
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse import requests as outbox
-from tests.system.test_concurrency import wait_until
+from tests.system.harness import wait_for
 from wb_simulator import CabinetSpec
 
 pytestmark = pytest.mark.system
@@ -48,14 +48,14 @@ def test_a_run_interrupted_by_a_stop_is_requeued_and_completes(shared_stack):  #
                 return run.run_id
         return None
 
-    wait_until(lambda: in_flight() is not None, 120, "a run of s1 to be mid-step", stack.dev)
+    wait_for(lambda: in_flight() is not None, "a run of s1 to be mid-step", timeout=120, dep=stack.dev)
     interrupted = in_flight()
     # The orders are in (their own transaction); the run now waits on sales.
     with stack.warehouse() as conn:
-        wait_until(
+        wait_for(
             lambda: conn.execute("SELECT count(*) FROM wb_orders WHERE cabinet_id = 's1'").fetchone()[0] > 0,
-            60,
             "orders",
+            timeout=60,
         )
     stack.stop_dev()
     assert stack.instance.get_run_by_id(interrupted).status != DagsterRunStatus.SUCCESS
@@ -68,13 +68,16 @@ def test_a_run_interrupted_by_a_stop_is_requeued_and_completes(shared_stack):  #
         with stack.warehouse() as conn:
             return outbox.get_request(conn, request_id).status in ("succeeded", "failed")
 
-    wait_until(request_done, 180, "the user's import to finish after the restart", stack.dev)
+    wait_for(request_done, "the user's import to finish after the restart", timeout=180, dep=stack.dev)
 
     def retried() -> list:  # type: ignore[type-arg]
         return [r for r in stack.instance.get_runs() if r.parent_run_id == interrupted]
 
-    wait_until(
-        lambda: any(r.status == DagsterRunStatus.SUCCESS for r in retried()), 120, "the re-queued run", stack.dev
+    wait_for(
+        lambda: any(r.status == DagsterRunStatus.SUCCESS for r in retried()),
+        "the re-queued run",
+        timeout=120,
+        dep=stack.dev,
     )
     with stack.warehouse() as conn:
         request = outbox.get_request(conn, request_id)
