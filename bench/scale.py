@@ -1,7 +1,7 @@
 """Scale: N cabinets with every schedule and sensor on, for a fixed wall time; which cadences hold.
 
     python bench/scale.py [--quick] [--cabinets 200,1000] [--cadence-scale 1] [--wall 2100] [--warmup 300]
-                          [--sync-concurrency 5] [--max-runs 8]
+                          [--sync-concurrency 5] [--max-runs 8] [--landing on|off] [--freshness on|off]
 
 For each N, the real deployment (`optima-pipelines dev`) on a scratch database and the WB
 simulator on localhost with N cabinets (its clock and WB's rate limits ``--time-scale`` times
@@ -25,7 +25,10 @@ Sweeps: a scheduled cadence runs one run per window over every due cabinet (jobs
 (``sweep_outcomes``: succeeded, or deferred by WB) within the window, or when a single-cabinet run
 of it left the queue within the window. Also printed: **CPU-seconds per cabinet-hour** (the
 deployment's processes and this database's PostgreSQL backends; the WB simulator, which serves from
-threads of this process, apart) and **runs created per hour**.
+threads of this process, apart), **runs created per hour** and the **bytes landed** (Parquet, per
+cabinet-day). ``--landing off`` and ``--freshness off`` run the same deployment without the raw
+landing or without the freshness checks' sensor: one run with and one without tells what each costs
+at N (docs/performance.md).
 
 Time scaling: by default the real cadences (the increment every 30 min, ads 5 min, the funnel 1 h,
 prices 30 min) and a watch of 35 min, long enough to judge whole windows of every interval cadence;
