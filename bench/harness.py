@@ -550,12 +550,6 @@ def best_of(repeat: int, fn: Callable[[], Any], before: Callable[[], Any] | None
 # --- the real deployment -------------------------------------------------------------------------
 
 LOCATION = {"repositoryLocationName": "optima_pipelines", "repositoryName": "__repository__"}
-SENSOR_ID = """
-query($sel: SensorSelector!) { sensorOrError(sensorSelector: $sel) { __typename ... on Sensor { id } ... on PythonError { message } } }
-"""
-STOP_SENSOR = """
-mutation($id: String!) { stopSensor(id: $id) { __typename ... on PythonError { message } } }
-"""
 LAUNCH_RUN = """
 mutation($params: ExecutionParams!) {
   launchRun(executionParams: $params) {
@@ -591,10 +585,9 @@ class Stack:
 
     def stop_sensor(self, name: str) -> None:
         """Stop a sensor of the code location through GraphQL, as an operator does in the UI."""
-        found = self.dev.graphql(SENSOR_ID, {"sel": {**LOCATION, "sensorName": name}})["sensorOrError"]
-        if found["__typename"] != "Sensor":
-            raise RuntimeError(f"no sensor {name!r}: {found}")
-        result = self.dev.graphql(STOP_SENSOR, {"id": found["id"]})["stopSensor"]
+        from tests.system.harness import STOP_SENSOR, automation_id
+
+        result = self.dev.graphql(STOP_SENSOR, {"id": automation_id(self.dev, "sensor", name)})["stopSensor"]
         if result["__typename"] == "PythonError":
             raise RuntimeError(f"stopping {name} failed: {result['message']}")
 

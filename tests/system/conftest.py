@@ -70,7 +70,7 @@ from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse.cabinets import add_cabinet, set_status
 from optima_pipelines.warehouse.secrets import TokenCipher
 from tests.conftest import TEST_RETENTION_MONTHS, migrate_by_script
-from tests.system.harness import RunningDeployment, running_dev, wait_for
+from tests.system.harness import LOCATION, STOP_SENSOR, RunningDeployment, automation_id, running_dev, wait_for
 from wb_simulator import CabinetSpec, Simulator, serve
 
 #: The simulated WB's time scale in every shared deployment (WB's pauses are divided by it).
@@ -83,7 +83,6 @@ UI_USER, UI_PASSWORD = "operator", secrets.token_urlsafe(12)
 PARTITIONS_START = today_moscow() - timedelta(days=40)
 #: How long the lease waits after a test for its runs to end before terminating them.
 DRAIN_S = 150
-LOCATION = {"repositoryLocationName": "optima_pipelines", "repositoryName": "__repository__"}
 IN_PROGRESS = [
     DagsterRunStatus.QUEUED,
     DagsterRunStatus.NOT_STARTED,
@@ -130,15 +129,9 @@ def fixture_name(configuration: str) -> str:
     return f"{configuration}_stack"
 
 
-QUERY_AUTOMATION = """
-query($sel: %(type)s!) { %(field)s(%(arg)s: $sel) { __typename ... on %(node)s { id } ... on PythonError { message } } }
-"""
 START_SENSOR = """
 mutation($sel: SensorSelector!) { startSensor(sensorSelector: $sel) {
   __typename ... on Sensor { id } ... on PythonError { message } ... on UnauthorizedError { message } } }
-"""
-STOP_SENSOR = """
-mutation($id: String!) { stopSensor(id: $id) { __typename ... on PythonError { message } } }
 """
 START_SCHEDULE = """
 mutation($sel: ScheduleSelector!) { startSchedule(scheduleSelector: $sel) {
@@ -225,23 +218,12 @@ class Stack:
                 sel = {**LOCATION, "scheduleName": name}
                 result = self.dev.graphql(START_SCHEDULE, {"sel": sel})["startSchedule"]
                 assert result["__typename"] == "ScheduleStateResult", result
-                self._started.append(("schedule", self._automation_id("schedule", name)))
+                self._started.append(("schedule", automation_id(self.dev, "schedule", name)))
             else:
                 sel = {**LOCATION, "sensorName": name}
                 result = self.dev.graphql(START_SENSOR, {"sel": sel})["startSensor"]
                 assert result["__typename"] == "Sensor", result
                 self._started.append(("sensor", result["id"]))
-
-    def _automation_id(self, kind: str, name: str) -> str:
-        params = (
-            {"type": "ScheduleSelector", "field": "scheduleOrError", "arg": "scheduleSelector", "node": "Schedule"}
-            if kind == "schedule"
-            else {"type": "SensorSelector", "field": "sensorOrError", "arg": "sensorSelector", "node": "Sensor"}
-        )
-        key = "scheduleName" if kind == "schedule" else "sensorName"
-        result = self.dev.graphql(QUERY_AUTOMATION % params, {"sel": {**LOCATION, key: name}})[params["field"]]
-        assert "id" in result, result
-        return result["id"]
 
     def runs_in_progress(self) -> list:  # type: ignore[type-arg]
         return list(self.instance.get_runs(RunsFilter(statuses=IN_PROGRESS)))
@@ -259,11 +241,11 @@ class Stack:
             self.sim.faults.clear()
             self._added.clear()
             return
-        for kind, automation_id in self._started:
+        for kind, started_id in self._started:
             if kind == "sensor":
-                self.dev.graphql(STOP_SENSOR, {"id": automation_id})
+                self.dev.graphql(STOP_SENSOR, {"id": started_id})
             else:
-                self.dev.graphql(STOP_SCHEDULE, {"id": automation_id})
+                self.dev.graphql(STOP_SCHEDULE, {"id": started_id})
         self._started.clear()
         self.sim.faults.clear()
         self.sim.limiter.clear()  # WB's rate limits and penalties (sim.penalize) start afresh

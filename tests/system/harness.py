@@ -15,6 +15,15 @@ from typing import Any
 
 import httpx
 
+#: The code location every deployment serves, as GraphQL selectors name it.
+LOCATION = {"repositoryLocationName": "optima_pipelines", "repositoryName": "__repository__"}
+QUERY_AUTOMATION = """
+query($sel: %(type)s!) { %(field)s(%(arg)s: $sel) { __typename ... on %(node)s { id } ... on PythonError { message } } }
+"""
+STOP_SENSOR = """
+mutation($id: String!) { stopSensor(id: $id) { __typename ... on PythonError { message } } }
+"""
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -154,3 +163,18 @@ def only_automations(*running: str) -> dict[str, str]:
     unknown = set(running) - set(names)
     assert not unknown, f"no such sensor or schedule: {unknown}"
     return {"OPTIMA_AUTOMATIONS_STOPPED": ",".join(n for n in names if n not in running)}
+
+
+def automation_id(dep: RunningDeployment, kind: str, name: str) -> str:
+    """The id of a schedule (``kind`` "schedule") or sensor ("sensor") of the code location, through
+    GraphQL, as the UI finds it; fails naming it when the deployment has no such one."""
+    params = (
+        {"type": "ScheduleSelector", "field": "scheduleOrError", "arg": "scheduleSelector", "node": "Schedule"}
+        if kind == "schedule"
+        else {"type": "SensorSelector", "field": "sensorOrError", "arg": "sensorSelector", "node": "Sensor"}
+    )
+    key = "scheduleName" if kind == "schedule" else "sensorName"
+    result = dep.graphql(QUERY_AUTOMATION % params, {"sel": {**LOCATION, key: name}})[params["field"]]
+    if "id" not in result:
+        raise AssertionError(f"no {kind} {name!r} in the deployment: {result}")
+    return result["id"]
