@@ -51,6 +51,7 @@ from optima_pipelines.db.connection import connect  # noqa: E402
 from optima_pipelines.db.migrate import ensure_schemas, upgrade  # noqa: E402
 from optima_pipelines.db.urls import dagster_storage_url, masked, with_database  # noqa: E402
 from optima_pipelines.operations.runtime import project_file  # noqa: E402
+from tests.system.harness import LOCATION  # noqa: E402  (the code location, as GraphQL selectors name it)
 
 RESULTS_DIR = ROOT / "bench" / "results"
 
@@ -549,7 +550,6 @@ def best_of(repeat: int, fn: Callable[[], Any], before: Callable[[], Any] | None
 
 # --- the real deployment -------------------------------------------------------------------------
 
-LOCATION = {"repositoryLocationName": "optima_pipelines", "repositoryName": "__repository__"}
 LAUNCH_RUN = """
 mutation($params: ExecutionParams!) {
   launchRun(executionParams: $params) {
