@@ -44,6 +44,19 @@ def lock_key(cabinet_id: str) -> int:
     return crc - (1 << 32) if crc >= 1 << 31 else crc
 
 
+def _release_and_close(conn: psycopg.Connection, unlock: str | None) -> None:
+    """Release the session's locks, then close it. A closed session releases them too, but not at
+    once: a pool's connection (db.connection.Pool) is reset in the pool's background thread, and a
+    plain one when its server process has ended; the next run to try the cabinet would find it taken."""
+    try:
+        if unlock and not conn.closed:
+            conn.execute(unlock)
+    except psycopg.Error:
+        pass  # a broken session: the server ends it, and its locks with it
+    finally:
+        conn.close()
+
+
 def _waited_for(conn: psycopg.Connection, key: int) -> bool:
     row = conn.execute(
         "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
@@ -105,8 +118,9 @@ class LockSession:
         with self._mutex:
             if self._conn is not None:
                 conn, self._conn = self._conn, None
+                held_any = bool(self._held)
                 self._held.clear()
-                conn.close()
+                _release_and_close(conn, "SELECT pg_advisory_unlock_all()" if held_any else None)
 
     def __enter__(self) -> LockSession:
         return self
@@ -127,6 +141,8 @@ class CabinetLock:
         self._conn: psycopg.Connection | None = None
         self._session = session
         self._in_session = False
+        #: Whether this lock's own connection holds the lock (taken, not yet released).
+        self._locked = False
 
     def _open(self) -> psycopg.Connection:
         if self._conn is None:
@@ -143,6 +159,7 @@ class CabinetLock:
         if not (got and got[0]):
             self.close()
             return False
+        self._locked = True
         return True
 
     def acquire(self, wait_seconds: float) -> None:
@@ -153,6 +170,7 @@ class CabinetLock:
         try:
             conn.execute(f"SET lock_timeout = {max(1, int(wait_seconds * 1000))}")
             conn.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_SPACE, self.key))
+            self._locked = True
             conn.execute("RESET lock_timeout")
         except psycopg.errors.LockNotAvailable:
             self.close()
@@ -175,8 +193,9 @@ class CabinetLock:
             self._in_session = False
             self._session.unlock(self.key)
         if self._conn is not None:
-            conn, self._conn = self._conn, None
-            conn.close()
+            conn, self._conn, locked = self._conn, None, self._locked
+            self._locked = False
+            _release_and_close(conn, f"SELECT pg_advisory_unlock({LOCK_SPACE}, {self.key})" if locked else None)
 
     def __enter__(self) -> CabinetLock:
         return self
