@@ -116,33 +116,21 @@ def test_one_off_commands_work_in_the_repository_root_and_say_what_they_did(env:
     assert [m[1:] for m in materialized(wrapped)] == [("SUCCESS", f"wb_orders {CABINET}|{before}")]
     assert len({run_id, *(m[0] for m in materialized(launched) + materialized(wrapped))}) == 3
 
+    # A bad request: one line, exit code 1, no traceback, from each program (the hook that prints it
+    # is the process's; tests/dagster/test_dagster_cli_errors.py asks Dagster's command every kind of
+    # bad request in process).
     materialize = [f"{BIN}/dagster", "asset", "materialize", "-m", "optima_pipelines.definitions"]
-    assert_one_line(run([*materialize, "--select", "wb_orders", "--partition", CABINET], env), f"'{CABINET}'", FORM)
-    assert_one_line(
-        run([*materialize, "--select", "wb_order", "--partition", f"{CABINET}|{day}"], env),
-        "'wb_order'",
-        "did you mean wb_orders",
-    )
     assert_one_line(
         run([*materialize, "--select", "wb_orders", "--partition", f"nosuch|{day}"], env),
         "cabinet 'nosuch' is not registered",
         f"cabinets: {CABINET}",
         FORM,
     )
-    assert_one_line(
-        run([*materialize, "--select", "wb_orders", "--partition", f"{CABINET}|2026-13-01"], env),
-        "'2026-13-01' is not a date",
-        FORM,
-    )
-    assert_one_line(run([*materialize, "--select", "wb_orders"], env), "--partition", FORM)
     wrapper = [f"{BIN}/optima-pipelines", "dagster", "asset", "materialize", "-m", "optima_pipelines.definitions"]
     assert_one_line(
         run([*wrapper, "--select", "wb_orders", "--partition", f"{CABINET}|{day[:4]}-02-30"], env),
         "is not a date",
         FORM,
-    )
-    assert_one_line(
-        run([*wrapper, "--select", "wb_orders", "--partition", f"nosuch|{day}"], env), "'nosuch' is not registered"
     )
     assert_one_line(
         run([f"{BIN}/dg", "launch", "--assets", "wb_orders", "--partition", f"{CABINET}/{day}"], env),
