@@ -14,7 +14,7 @@ import secrets
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -254,52 +254,53 @@ SELECT md5(string_agg(d, E'\n' ORDER BY d)) FROM (
 
 
 class RecycledSchemas:
-    """Warehouse schemas of this worker's finished tests, emptied, for the next test to take under
-    its own name.
+    """Schemas of this worker's finished tests, emptied, for the next test to take under its own name:
+    the warehouse's (``optima_<env>``) and Dagster's storage (``dagster_<env>``), a pool of each.
 
-    Creating a migrated schema (77 tables, 205 relations) and dropping it cost PostgreSQL about
-    0.35 CPU-s a test: a tenth of the suite's CPU. After a test, its schema is emptied instead
-    (TRUNCATE of the tables that hold or held rows, the migrations' own rows put back, sequences
-    restarted) and the next test renames it to its own name: the same empty, migrated schema a fresh
-    one is, for a few milliseconds. A schema whose shape (``_SHAPE``) differs from a fresh one's, or
-    that cannot be emptied at once (a session of the test still holds a lock), is dropped as before.
+    Creating a migrated warehouse schema (77 tables, 205 relations) and dropping it cost PostgreSQL
+    about 0.35 CPU-s a test, Dagster's storage 0.15 more: a tenth of the suite's CPU. After a test,
+    its schema is emptied instead (TRUNCATE of the tables that hold or held rows, the rows its
+    creation wrote put back, sequences set back) and the next test renames it to its own name: the
+    same schema a fresh one is, for a few milliseconds. A schema whose shape (``_SHAPE``) differs
+    from a fresh one's, or that cannot be emptied at once (a session of the test still holds a lock),
+    is dropped as before.
     """
 
     def __init__(self) -> None:
         self.free: list[str] = []
         self.shape: str | None = None
-        #: The rows the migrations write (alembic_version, the singletons), as COPY text, by table.
+        #: The rows the schema's creation writes (alembic_version, singletons, Dagster's migration
+        #: marks), as COPY text, by table; and where it left each sequence (None: never drawn from).
         self.seeds: dict[str, bytes] = {}
+        self.sequences: dict[str, int | None] = {}
 
-    def take(self, url: str, schema: str, script: str) -> None:
-        """``schema``: a recycled one renamed, or a new one migrated."""
+    def take(self, url: str, schema: str, create: Callable[[], None]) -> None:
+        """``schema``: a recycled one renamed (in place of an empty one of that name), or ``create()``d."""
         with connect(url, autocommit=True) as conn:
             while self.free:
                 old = self.free.pop()
                 try:
-                    conn.execute(
-                        sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(sql.Identifier(old), sql.Identifier(schema))
-                    )
+                    with conn.transaction():
+                        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {}").format(sql.Identifier(schema)))
+                        conn.execute(
+                            sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(sql.Identifier(old), sql.Identifier(schema))
+                        )
                     return
                 except psycopg.Error:
                     continue  # gone (dropped by the test): the next one, or a new one
-        migrate_by_script(url, schema, script)
+        create()
         if self.shape is None:
             with connect(url, autocommit=True) as conn:
                 self._learn(conn, schema)
 
     def _learn(self, conn: psycopg.Connection, schema: str) -> None:
-        """What a fresh schema is: its shape and the rows its migrations wrote."""
-        unused = conn.execute(
-            "SELECT count(*) FROM pg_sequences WHERE schemaname = %s AND last_value IS NOT NULL", (schema,)
-        ).fetchone()
-        if unused and unused[0]:
-            return  # the migrations drew from a sequence: recycling would have to restore it (left off)
+        """What a fresh schema is: its shape, the rows its creation wrote, its sequences."""
         for table in self._written(conn, schema):
             with conn.cursor().copy(
                 sql.SQL("COPY {}.{} TO STDOUT").format(sql.Identifier(schema), sql.Identifier(table))
             ) as copy:
                 self.seeds[table] = b"".join(bytes(chunk) for chunk in copy)
+        self.sequences = dict(self._sequences(conn, schema))
         self.shape = self._shape(conn, schema)
 
     @staticmethod
@@ -318,6 +319,12 @@ class RecycledSchemas:
                 (schema,),
             )
         ]
+
+    @staticmethod
+    def _sequences(conn: psycopg.Connection, schema: str) -> list[tuple[str, int | None]]:
+        return conn.execute(
+            "SELECT sequencename, last_value FROM pg_sequences WHERE schemaname = %s", (schema,)
+        ).fetchall()
 
     def give(self, conn: psycopg.Connection, schema: str) -> bool:
         """Empty the finished test's schema for the next test; False if it must be dropped instead."""
@@ -338,18 +345,26 @@ class RecycledSchemas:
                     target = sql.SQL("COPY {}.{} FROM STDIN").format(sql.Identifier(schema), sql.Identifier(table))
                     with conn.cursor().copy(target) as copy:
                         copy.write(rows)
-                # Sequences of tables the test emptied itself (DELETE) were not restarted above.
-                for (sequence,) in conn.execute(
-                    "SELECT sequencename FROM pg_sequences WHERE schemaname = %s AND last_value IS NOT NULL", (schema,)
-                ).fetchall():
-                    conn.execute(sql.SQL("ALTER SEQUENCE {} RESTART").format(sql.Identifier(schema, sequence)))
+                # Sequences where the creation left them: those of tables the test emptied itself
+                # (DELETE) or only drew from were not restarted above, those of the seeds were.
+                for sequence, value in self._sequences(conn, schema):
+                    fresh = self.sequences.get(sequence)
+                    if value == fresh:
+                        continue
+                    name = sql.Identifier(schema, sequence)
+                    if fresh is None:
+                        conn.execute(sql.SQL("ALTER SEQUENCE {} RESTART").format(name))
+                    else:
+                        conn.execute("SELECT setval(%s::regclass, %s)", (name.as_string(conn), fresh))
         except psycopg.Error:
             return False
         self.free.append(schema)
         return True
 
 
+#: This worker's recycled schemas: the warehouse's and Dagster's storage.
 _RECYCLED = RecycledSchemas()
+_RECYCLED_DAGSTER = RecycledSchemas()
 
 
 @pytest.fixture
@@ -370,13 +385,15 @@ def optima_env(
     # The in-process tests tick the re-aggregation sensor back to back (its pacing has a test of its own).
     monkeypatch.setenv("OPTIMA_REAGGREGATE_EVERY_SECONDS", "0")
     monkeypatch.setenv("OPTIMA_DAGSTER_STORAGE_URL", dagster_storage_url(database_url, f"dagster_{env}"))
-    _RECYCLED.take(database_url, f"optima_{env}", migration_script)
+    _RECYCLED.take(
+        database_url, f"optima_{env}", lambda: migrate_by_script(database_url, f"optima_{env}", migration_script)
+    )
     ensure_schemas(database_url, f"dagster_{env}")
     yield env
     with connect(database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(f"dagster_{env}")))
-        if not _RECYCLED.give(conn, f"optima_{env}"):
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(f"optima_{env}")))
+        for pool, schema in ((_RECYCLED_DAGSTER, f"dagster_{env}"), (_RECYCLED, f"optima_{env}")):
+            if not pool.give(conn, schema):  # an empty dagster_<env> (no Dagster in the test) is dropped
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 @pytest.fixture
@@ -430,26 +447,35 @@ def dagster_storage_script(database_url: str, tmp_path_factory: pytest.TempPathF
     return statements
 
 
+def replay_dagster_storage(url: str, schema: str, statements: list[tuple[str, Any]]) -> None:
+    """Dagster's storage in ``schema`` (empty), by ``dagster_storage_script``'s statements."""
+    import psycopg2
+
+    # Dagster's storage speaks psycopg2: its statements are replayed through it, parameters and all.
+    raw = psycopg2.connect(libpq_url(url))
+    try:
+        raw.autocommit = True
+        with raw.cursor() as cursor:
+            cursor.execute(f'SET search_path TO "{schema}"')
+            for statement, parameters in statements:
+                cursor.execute(statement, parameters)
+    finally:
+        raw.close()
+
+
 @pytest.fixture
 def dagster_instance(
     optima_env: str, database_url: str, dagster_storage_script: list, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """A Dagster instance configured by the project's dagster.yaml, storing in dagster_<env>."""
-    import psycopg2
     from dagster import DagsterInstance
 
     from optima_pipelines.operations.runtime import project_file
 
-    # Dagster's storage speaks psycopg2: its statements are replayed through it, parameters and all.
-    raw = psycopg2.connect(libpq_url(database_url))
-    try:
-        raw.autocommit = True
-        with raw.cursor() as cursor:
-            cursor.execute(f'SET search_path TO "dagster_{optima_env}"')
-            for statement, parameters in dagster_storage_script:
-                cursor.execute(statement, parameters)
-    finally:
-        raw.close()
+    schema = f"dagster_{optima_env}"
+    _RECYCLED_DAGSTER.take(
+        database_url, schema, lambda: replay_dagster_storage(database_url, schema, dagster_storage_script)
+    )
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")

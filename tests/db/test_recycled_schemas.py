@@ -1,5 +1,5 @@
-"""The test suite's recycled warehouse schemas (tests/conftest.py ``RecycledSchemas``): a test that
-gets a recycled schema gets what a freshly migrated one is, or the schema is dropped instead."""
+"""The test suite's recycled schemas (tests/conftest.py ``RecycledSchemas``): a test that gets a
+recycled warehouse or Dagster storage schema gets what a fresh one is, or the schema is dropped instead."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import secrets
 from psycopg import sql
 
 from optima_pipelines.db.connection import connect
-from tests.conftest import RecycledSchemas
+from optima_pipelines.db.migrate import ensure_schemas
+from tests.conftest import RecycledSchemas, migrate_by_script, replay_dagster_storage
 
 #: Every table's rows, as text, in a stable order: what "the same data" means below.
 _ROWS = "SELECT string_agg(t::text, '|' ORDER BY t::text) FROM {}.{} t"
@@ -29,6 +30,10 @@ def snapshot(url: str, schema: str) -> dict[str, object]:
         return {"shape": RecycledSchemas._shape(conn, schema), "rows": rows, "sequences": sequences}
 
 
+def migrate(url: str, schema: str, script: str):  # type: ignore[no-untyped-def]
+    return lambda: migrate_by_script(url, schema, script)
+
+
 def drop(url: str, *schemas: str) -> None:
     with connect(url, autocommit=True) as conn:
         for schema in schemas:
@@ -39,9 +44,11 @@ def test_a_recycled_schema_is_what_a_fresh_one_is(database_url, migration_script
     recycled = RecycledSchemas()
     first, second, fresh = (f"optima_r{secrets.token_hex(4)}" for _ in range(3))
     try:
-        recycled.take(database_url, fresh, migration_script)  # a fresh one: what the others must equal
+        recycled.take(
+            database_url, fresh, migrate(database_url, fresh, migration_script)
+        )  # a fresh one: what the others must equal
         expected = snapshot(database_url, fresh)
-        recycled.take(database_url, first, migration_script)
+        recycled.take(database_url, first, migrate(database_url, first, migration_script))
         with connect(database_url, first, autocommit=True) as conn:
             # A test's rows: in a table with a sequence, in one the migrations wrote, and one deleted again.
             conn.execute("INSERT INTO cabinets (id, name) VALUES ('c1', 'C1')")
@@ -57,7 +64,7 @@ def test_a_recycled_schema_is_what_a_fresh_one_is(database_url, migration_script
         with connect(database_url, autocommit=True) as conn:  # as the fixture gives it back: no search path
             assert recycled.give(conn, first)
         assert snapshot(database_url, first) == expected
-        recycled.take(database_url, second, migration_script)
+        recycled.take(database_url, second, migrate(database_url, second, migration_script))
         assert recycled.free == [] and snapshot(database_url, second) == expected
         with connect(database_url, autocommit=True) as conn:
             assert conn.execute("SELECT to_regnamespace(%s)", (first,)).fetchone()[0] is None, "the old name stayed"
@@ -74,12 +81,47 @@ def test_a_schema_whose_shape_the_test_changed_is_dropped_not_recycled(database_
     ]
     schemas = [f"optima_r{secrets.token_hex(4)}" for _ in range(len(changes) + 1)]
     try:
-        recycled.take(database_url, schemas[0], migration_script)
+        recycled.take(database_url, schemas[0], migrate(database_url, schemas[0], migration_script))
         for schema, change in zip(schemas[1:], changes, strict=True):
-            recycled.take(database_url, schema, migration_script)
+            recycled.take(database_url, schema, migrate(database_url, schema, migration_script))
             with connect(database_url, schema, autocommit=True) as conn:
                 conn.execute(change)
                 assert not recycled.give(conn, schema), change
         assert recycled.free == []
     finally:
         drop(database_url, *schemas)
+
+
+def test_a_recycled_dagster_storage_is_what_dagsters_own_statements_made(database_url, dagster_storage_script):
+    recycled = RecycledSchemas()
+    fresh, first, second = (f"dagster_r{secrets.token_hex(4)}" for _ in range(3))
+
+    def replay(schema: str):  # type: ignore[no-untyped-def]
+        def create() -> None:
+            ensure_schemas(database_url, schema)
+            replay_dagster_storage(database_url, schema, dagster_storage_script)
+
+        return create
+
+    try:
+        recycled.take(database_url, fresh, replay(fresh))
+        expected = snapshot(database_url, fresh)
+        assert any(value is not None for _, value in expected["sequences"]), "Dagster's marks drew no id"
+        recycled.take(database_url, first, replay(first))
+        with connect(database_url, first, autocommit=True) as conn:
+            # A mark more (a seeded table with a sequence), a key-value row, a run.
+            conn.execute(
+                "INSERT INTO secondary_indexes (name, create_timestamp, migration_completed) VALUES ('x', now(), now())"
+            )
+            conn.execute("INSERT INTO kvs (key, value) VALUES ('k', 'v')")
+            conn.execute(
+                "INSERT INTO runs (run_id, pipeline_name, status, run_body) VALUES ('r1', 'j', 'SUCCESS', '{}')"
+            )
+        with connect(database_url, autocommit=True) as conn:
+            assert recycled.give(conn, first)
+        assert snapshot(database_url, first) == expected
+        ensure_schemas(database_url, second)  # the test's empty one, as optima_env makes it
+        recycled.take(database_url, second, replay(second))
+        assert recycled.free == [] and snapshot(database_url, second) == expected
+    finally:
+        drop(database_url, fresh, first, second)
