@@ -188,7 +188,7 @@ class CabinetLock:
         return _waited_for(self._conn, self.key)
 
     def close(self) -> None:
-        """Release the lock (closing the session releases it, whatever state it is in)."""
+        """Release the lock now, then close its session (whose closing would release it too, but later)."""
         if self._in_session and self._session is not None:
             self._in_session = False
             self._session.unlock(self.key)
