@@ -82,7 +82,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The system tests first: they are the longest, and the two workers then end together. The tests
     of one shared deployment (tests/system/conftest.py) together, in one group: those marked ``late``
     after the others, those that stop their deployment last, each deployment's one after another;
-    groups before the other system files.
+    groups before the other system files. Of the others, the files marked ``long`` first: a worker
+    that took one last would end alone, the other cores idle.
     Under pytest-xdist a worker writes each grouped test's group for the controller's scheduler."""
     from tests.system.conftest import CONFIGURATIONS, deployments_of, group_of
 
@@ -95,12 +96,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     names = list(CONFIGURATIONS)
 
-    def key(item: pytest.Item) -> tuple[bool, int, int, int, int]:
+    def key(item: pytest.Item) -> tuple[bool, bool, int, int, int, int]:
         late = item.get_closest_marker("late") is not None
         stops = item.get_closest_marker("stops_deployment") is not None
         used = deployments_of(item)
         return (
             item.path.parent.name != "system",
+            item.get_closest_marker("long") is None,
             ranks.get(group[item] or "", len(ranks)),
             late + 2 * stops,
             names.index(used[0]) if used else 0,  # a deployment's tests one after another

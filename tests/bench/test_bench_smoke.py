@@ -17,6 +17,9 @@ import pytest
 
 from bench import check_evaluations, definitions_scale, harness, ingest, merge_backlog, rnp_recompute, run_all
 
+#: A long file (30 s or more): it runs before the short ones (tests/conftest.py's order).
+pytestmark = pytest.mark.long
+
 
 def run_one(module, **sizes) -> harness.Bench:  # type: ignore[no-untyped-def]
     opts = harness.resolve_options(argparse.Namespace(), module, quick=True)

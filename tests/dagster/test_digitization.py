@@ -18,6 +18,9 @@ from optima_pipelines.warehouse.cabinets import add_cabinet
 from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 from wb_simulator import CabinetSpec, Simulator, serve
 
+#: A long file (30 s or more): it runs before the short ones (tests/conftest.py's order).
+pytestmark = pytest.mark.long
+
 TIME_SCALE = 600  # WB's 1-request-a-minute statistics limit becomes 0.1 s
 
 

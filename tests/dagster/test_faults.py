@@ -26,6 +26,9 @@ from optima_pipelines.warehouse.cabinets import add_cabinet, set_token
 from optima_pipelines.warehouse.secrets import TokenCipher, load_key
 from wb_simulator import CabinetSpec, Simulator, serve
 
+#: A long file (30 s or more): it runs before the short ones (tests/conftest.py's order).
+pytestmark = pytest.mark.long
+
 CABINET = "f1"
 JOB = "digitization_increment"
 CHECKSUM = """

@@ -25,6 +25,9 @@ from tests.cli_runner import invoke_cli
 from tests.wb_syncs import advance_until_changed, run_job, served, simulator
 from wb_simulator import CabinetSpec
 
+#: A long file (30 s or more): it runs before the short ones (tests/conftest.py's order).
+pytestmark = pytest.mark.long
+
 #: What the live syncs write from WB's answers, and the РНП they feed.
 FEED_TABLES = (
     "wb_orders",

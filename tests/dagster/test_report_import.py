@@ -17,6 +17,9 @@ from tests.report_files import PORTAL_COLUMNS, moscow_day, write_csv, write_xlsx
 from tests.wb_syncs import evaluate_requests_sensor, materializations, money, run_job, served, simulator
 from wb_simulator import CabinetSpec
 
+#: A long file (30 s or more): it runs before the short ones (tests/conftest.py's order).
+pytestmark = pytest.mark.long
+
 MONEY = {
     "retail_amount": "retailAmount",
     "for_pay": "forPay",

@@ -31,6 +31,7 @@ from datetime import date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+import pytest
 from dagster import build_sensor_context
 
 from optima_pipelines.definitions import RESOURCES
@@ -41,6 +42,9 @@ from optima_pipelines.timeutil import MOSCOW, today_moscow
 from tests.rnp_feeds import execute_request
 from tests.wb_syncs import TIME_SCALE, run_job, served
 from wb_simulator import CabinetSpec, Disorder, Simulator
+
+#: A long file (30 s or more): it runs before the short ones (tests/conftest.py's order).
+pytestmark = pytest.mark.long
 
 #: The simulator starts this far behind the real clock (the syncs take "today" from it), so that the
 #: sequence can move WB's clock forward without reaching days the deployment calls the future (and

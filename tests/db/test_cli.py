@@ -17,6 +17,9 @@ import pytest
 
 from tests.cli_runner import invoke_cli, run_cli
 
+#: A long file (30 s or more): it runs before the short ones (tests/conftest.py's order).
+pytestmark = pytest.mark.long
+
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzIjozMjc2OCwic2lkIjoiY2xpIn0.c2ln"
 
 

@@ -44,6 +44,9 @@ from wb_simulator import CabinetSpec, Simulator, serve
 from wb_simulator.contract import Contract
 from wb_simulator.faults import ENVELOPE_ERROR_TEXT
 
+#: A long file (30 s or more): it runs before the short ones (tests/conftest.py's order).
+pytestmark = pytest.mark.long
+
 SCALE = 600.0  # the simulator's clock, and the client's limits, run 600x faster: 1/min → every 0.1 s
 NOW = datetime(2026, 8, 20, 12, 0)  # Moscow
 TODAY = NOW.date()
