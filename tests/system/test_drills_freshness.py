@@ -232,17 +232,22 @@ def test_run_workers_log_each_line_once_in_json_and_a_failed_run_as_a_failure(dr
     failed = launch_run(dep, "ads_sync", cabinet_run_config("ads_sync", "ghost-shop"))
     assert dep.wait_for_run(failed) == "FAILURE"
     # The step's failure (the run's process) and Celery's verdict (the worker's) are printed apart.
-    lines = wait_for(
-        lambda: (
-            (ls := json_lines(dep.log()))
-            and any(e.get("run_id") == failed and "STEP_FAILURE" in str(e.get("message")) for e in ls)
-            and any(f"run {failed} of ads_sync ended FAILURE" in str(e.get("message")) for e in ls)
-            and ls
-        ),
-        "the run worker's lines about the failed run",
-        timeout=60,
-        dep=dep,
-    )
+    try:
+        lines = wait_for(
+            lambda: (
+                (ls := json_lines(dep.log()))
+                and any(e.get("run_id") == failed and "STEP_FAILURE" in str(e.get("message")) for e in ls)
+                and any(f"run {failed} of ads_sync ended FAILURE" in str(e.get("message")) for e in ls)
+                and ls
+            ),
+            "the run worker's lines about the failed run",
+            timeout=60,
+            dep=dep,
+        )
+    except AssertionError as missing:  # what the run's event log holds, beside what was printed
+        events = [(e.dagster_event_type, e.step_key, e.message[:160]) for e in stack.instance.all_logs(failed)]
+        printed = [e for e in json_lines(dep.log()) if failed in str(e)]
+        raise AssertionError(f"{missing}\nits events: {events}\nprinted: {printed}") from None
     # A sweep's line about one cabinet: once, with its run, job, queue and cabinet.
     swept = [e for e in lines if f"ads_sync of {HEALTHY}: succeeded" in e["message"]]
     assert swept, "no sweep line about the healthy cabinet"
