@@ -162,7 +162,11 @@ def test_a_figure_of_zero_is_compared_without_a_factor() -> None:
 def test_check_evaluations_reports_the_batch_against_dagsters_own_one_by_one() -> None:
     bench = run_one(check_evaluations, partitions=12, rounds=1)
     assert [f.baseline_name for f in bench.figures] == ["one by one (Dagster's own)"] * 3
-    assert all(f.value > 0 and f.baseline for f in bench.figures)
+    process_cpu, postgres_cpu, wall = bench.figures
+    assert all(f.value > 0 and f.baseline for f in (process_cpu, wall))
+    # The PostgreSQL figure is the whole server's CPU over the run: in the suite, the other workers'
+    # load on the same server is most of it, and it can come out at or below zero. Measured, not judged.
+    assert postgres_cpu.baseline is not None
 
 
 def test_a_terminated_benchmark_stops_what_it_started_and_exits_143(monkeypatch) -> None:  # type: ignore[no-untyped-def]
