@@ -223,6 +223,13 @@ def migration_script() -> str:
     return buffer.getvalue()
 
 
+def drop_schemas(url: str, *schemas: str) -> None:
+    """Drop these schemas and everything in them (those that exist)."""
+    with connect(url, autocommit=True) as conn:
+        for schema in schemas:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
 def migrate_by_script(url: str, schema: str, script: str) -> None:
     ensure_schemas(url, schema)
     with connect(url, autocommit=True) as conn:
@@ -443,8 +450,7 @@ def dagster_storage_script(database_url: str, tmp_path_factory: pytest.TempPathF
                 instance.get_runs(limit=1)
     finally:
         sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
-        with connect(database_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        drop_schemas(database_url, schema)
     assert any(s.lstrip().startswith("CREATE TABLE runs") for s, _ in statements), "Dagster created no storage"
     return statements
 

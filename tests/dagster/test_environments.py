@@ -5,22 +5,18 @@ import shutil
 
 import pytest
 from dagster import DagsterInstance, materialize
-from psycopg import sql
 
-from optima_pipelines.db.connection import connect
 from optima_pipelines.db.urls import dagster_storage_url
 from optima_pipelines.operations.runtime import project_file
 from tests.cli_runner import invoke_cli
+from tests.conftest import drop_schemas
 
 
 @pytest.fixture
 def two_envs(database_url, secret_key, tmp_path):
     names = [f"iso{secrets.token_hex(3)}a", f"iso{secrets.token_hex(3)}b"]
     yield names
-    with connect(database_url, autocommit=True) as conn:
-        for env in names:
-            for schema in (f"optima_{env}", f"dagster_{env}"):
-                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    drop_schemas(database_url, *(f"{kind}_{env}" for env in names for kind in ("optima", "dagster")))
 
 
 def test_environments_on_one_server_stay_apart(two_envs, database_url, secret_key, tmp_path, monkeypatch):

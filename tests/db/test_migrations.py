@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import secrets
 
-from psycopg import sql
-
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import current_revision, head_revision, upgrade
-from tests.conftest import TEST_RETENTION_MONTHS, migrate_by_script
+from tests.conftest import TEST_RETENTION_MONTHS, drop_schemas, migrate_by_script
 
 #: Every object of a schema, as text without the schema's name: columns, constraints, indexes,
 #: partitions, functions, triggers, views.
@@ -59,6 +57,4 @@ def test_the_migration_script_builds_what_upgrade_builds(database_url, migration
         assert catalog(database_url, scripted) == built
         assert current_revision(database_url, scripted) == current_revision(database_url, online) == head_revision()
     finally:
-        with connect(database_url, autocommit=True) as conn:
-            for schema in (online, scripted):
-                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        drop_schemas(database_url, online, scripted)

@@ -9,7 +9,7 @@ from psycopg import sql
 
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import ensure_schemas
-from tests.conftest import RecycledSchemas, migrate_by_script, replay_dagster_storage
+from tests.conftest import RecycledSchemas, drop_schemas, migrate_by_script, replay_dagster_storage
 
 #: Every table's rows, as text, in a stable order: what "the same data" means below.
 _ROWS = "SELECT string_agg(t::text, '|' ORDER BY t::text) FROM {}.{} t"
@@ -34,19 +34,12 @@ def migrate(url: str, schema: str, script: str):  # type: ignore[no-untyped-def]
     return lambda: migrate_by_script(url, schema, script)
 
 
-def drop(url: str, *schemas: str) -> None:
-    with connect(url, autocommit=True) as conn:
-        for schema in schemas:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-
-
 def test_a_recycled_schema_is_what_a_fresh_one_is(database_url, migration_script):
     recycled = RecycledSchemas()
     first, second, fresh = (f"optima_r{secrets.token_hex(4)}" for _ in range(3))
     try:
-        recycled.take(
-            database_url, fresh, migrate(database_url, fresh, migration_script)
-        )  # a fresh one: what the others must equal
+        # A fresh one: what the others must equal.
+        recycled.take(database_url, fresh, migrate(database_url, fresh, migration_script))
         expected = snapshot(database_url, fresh)
         recycled.take(database_url, first, migrate(database_url, first, migration_script))
         with connect(database_url, first, autocommit=True) as conn:
@@ -69,7 +62,7 @@ def test_a_recycled_schema_is_what_a_fresh_one_is(database_url, migration_script
         with connect(database_url, autocommit=True) as conn:
             assert conn.execute("SELECT to_regnamespace(%s)", (first,)).fetchone()[0] is None, "the old name stayed"
     finally:
-        drop(database_url, first, second, fresh)
+        drop_schemas(database_url, first, second, fresh)
 
 
 def test_a_schema_whose_shape_the_test_changed_is_dropped_not_recycled(database_url, migration_script):
@@ -89,7 +82,7 @@ def test_a_schema_whose_shape_the_test_changed_is_dropped_not_recycled(database_
                 assert not recycled.give(conn, schema), change
         assert recycled.free == []
     finally:
-        drop(database_url, *schemas)
+        drop_schemas(database_url, *schemas)
 
 
 def test_a_recycled_dagster_storage_is_what_dagsters_own_statements_made(database_url, dagster_storage_script):
@@ -124,4 +117,4 @@ def test_a_recycled_dagster_storage_is_what_dagsters_own_statements_made(databas
         recycled.take(database_url, second, replay(second))
         assert recycled.free == [] and snapshot(database_url, second) == expected
     finally:
-        drop(database_url, fresh, first, second)
+        drop_schemas(database_url, fresh, first, second)

@@ -14,7 +14,6 @@ from datetime import date
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import upgrade
@@ -150,13 +149,12 @@ def test_another_cabinets_writers_are_not_held(optima_env, database_url):
 
 @pytest.fixture
 def scratch_schema(database_url: str, monkeypatch: pytest.MonkeyPatch):
-    from tests.conftest import TEST_RETENTION_MONTHS
+    from tests.conftest import TEST_RETENTION_MONTHS, drop_schemas
 
     monkeypatch.setenv("OPTIMA_PARTITION_RETENTION_MONTHS", TEST_RETENTION_MONTHS)
     schema = f"optima_m{secrets.token_hex(4)}"
     yield schema
-    with connect(database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    drop_schemas(database_url, schema)
 
 
 def test_the_migration_places_existing_lines_without_touching_the_watermarks(database_url, scratch_schema):

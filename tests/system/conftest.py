@@ -58,7 +58,6 @@ from typing import Any
 
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
-from psycopg import sql
 
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import ensure_schemas
@@ -69,7 +68,7 @@ from optima_pipelines.settings import default
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse.cabinets import add_cabinet, set_status
 from optima_pipelines.warehouse.secrets import TokenCipher
-from tests.conftest import TEST_RETENTION_MONTHS, migrate_by_script
+from tests.conftest import TEST_RETENTION_MONTHS, drop_schemas, migrate_by_script
 from tests.system.harness import LOCATION, STOP_SENSOR, RunningDeployment, automation_id, running_dev, wait_for
 from wb_simulator import CabinetSpec, Simulator, serve
 
@@ -357,9 +356,7 @@ class Deployments:
             stack.stop_dev()
             self.servers[name].__exit__(None, None, None)
             stack.instance.dispose()
-            with connect(self.database_url, autocommit=True) as conn:
-                for schema in (f"optima_{stack.env}", f"dagster_{stack.env}"):
-                    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+            drop_schemas(self.database_url, f"optima_{stack.env}", f"dagster_{stack.env}")
         self.stacks.clear()
 
 

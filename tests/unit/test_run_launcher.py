@@ -85,11 +85,10 @@ def test_the_nightly_prune_deletes_only_old_delivered_messages_and_old_task_stat
     import secrets
     from datetime import UTC, datetime, timedelta
 
-    from psycopg import sql
-
     from optima_pipelines.db.connection import connect
     from optima_pipelines.db.migrate import ensure_schemas
     from optima_pipelines.db.urls import dagster_storage_url
+    from tests.conftest import drop_schemas
 
     schema = f"dagster_broker{secrets.token_hex(3)}"
     ensure_schemas(database_url, schema)
@@ -123,5 +122,4 @@ def test_the_nightly_prune_deletes_only_old_delivered_messages_and_old_task_stat
         assert tasks == [("new",)]
         assert run_launcher.prune_broker(timedelta(days=7), {**env, "OPTIMA_RUN_LAUNCHER": "spawn"}) == 0
     finally:
-        with connect(database_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        drop_schemas(database_url, schema)
