@@ -121,6 +121,12 @@ def dismiss_welcome(page) -> None:
         pass
 
 
+def skip_welcome_whenever_shown(page) -> None:
+    """Dismiss the newsletter dialog whenever it shows before an action: on a busy machine it can
+    open well after the page (its backdrop then intercepts the next click)."""
+    page.add_locator_handler(page.get_by_role("button", name="Skip"), lambda skip: skip.click())
+
+
 def click_through_rerenders(locator, attempts: int = 20) -> None:
     """Click an entry of a list the UI re-renders while its data refreshes (the partition picker).
 
@@ -179,10 +185,10 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(shared_stack):  #
             )
             context.set_default_timeout(60_000)
             page = context.new_page()
+            skip_welcome_whenever_shown(page)
 
             # The lineage: the feed upstream of the target in the target's lineage graph.
             page.goto(f"{deployment.url}/assets/{target}?view=lineage&lineageScope=upstream")
-            dismiss_welcome(page)
             expect(page.get_by_text(target, exact=True).first).to_be_visible()
             every_level = page.get_by_role("button", name="All", exact=True).first
             if every_level.is_enabled():  # disabled when the graph already shows every upstream level
