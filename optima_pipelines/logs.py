@@ -280,6 +280,9 @@ def configure_root(level: int = logging.INFO) -> None:
     root.handlers = [h for h in root.handlers if not getattr(h, "optima", False)] + [handler()]
     root.setLevel(level)
     logging.getLogger(ROOT_LOGGER).propagate = False
+    # Alembic names every plugin it sets up at INFO (seven lines each time a process opens Dagster's
+    # storage: eight a run worker at start); what it migrates stays at INFO.
+    logging.getLogger("alembic.runtime.plugins").setLevel(max(level, logging.WARNING))
 
 
 class _FromRunLog(logging.Filter):

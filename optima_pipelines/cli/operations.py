@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 
 import click
@@ -96,7 +97,9 @@ def run_worker_cmd(module: str, concurrency: int, name: str) -> None:
         env = {**dep.child_env(), "OPTIMA_RUN_WORKER_PRELOAD": module}
         run_worker_ready(dep, env)
         prepare_broker(env)
-        sys.exit(processes.run_child(processes.run_worker_argv(concurrency, name), env))
+        # Stopped, the worker ends its runs now (Celery's cold shutdown): they are re-queued by
+        # dagster.yaml's run_retries, as when its host dies. A warm shutdown would wait for them.
+        sys.exit(processes.run_child(processes.run_worker_argv(concurrency, name), env, stop_signal=signal.SIGQUIT))
 
 
 def run_worker_ready(dep: Deployment, env: dict[str, str]) -> None:

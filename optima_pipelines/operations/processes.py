@@ -173,16 +173,23 @@ class Supervisor:
     def stop(self, grace: float = 30) -> None:
         """SIGTERM to every child at once, one grace period for all, then SIGKILL what is left.
 
+        The signal goes to each child, not to its process group: each stops what it started itself
+        (a run worker its pool's processes, the code server its server process). Signalled with the
+        group, Celery's pool processes died under their parent while one held the pool's queue lock:
+        the parent then hung until the grace period ran out, respawning pool processes meanwhile.
+
         Runs in flight are interrupted with their worker: they end failed (or are marked failed by
         dead_run_sensor when the deployment is back) and dagster.yaml's run_retries re-queues them
         once; their data is whole (every load commits in transactions)."""
         for child in reversed(self.children):
             if child.proc.poll() is None:
-                _signal_group(child.proc, signal.SIGTERM)
+                child.proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + grace
         while any(c.proc.poll() is None for c in self.children) and time.monotonic() < deadline:
             time.sleep(0.1)
         for child in reversed(self.children):
+            if child.proc.poll() is None:
+                print(f"the {child.name} did not stop within {grace:.0f} s: killed", file=sys.stderr, flush=True)
             # Whatever the child left behind in its group (run workers, the code server's own
             # server process) goes with it.
             _signal_group(child.proc, signal.SIGKILL)
@@ -197,13 +204,14 @@ def _signal_group(proc: subprocess.Popen, signum: int) -> None:
         pass
 
 
-def run_child(argv: list[str], env: dict[str, str]) -> int:
-    """Run a child in the foreground; SIGINT and SIGTERM reach it, and we wait for it to finish."""
+def run_child(argv: list[str], env: dict[str, str], stop_signal: int | None = None) -> int:
+    """Run a child in the foreground; SIGINT and SIGTERM reach it (as ``stop_signal`` when given), and
+    we wait for it to finish."""
     proc = subprocess.Popen(argv, env=env, preexec_fn=_child_preexec)
 
     def forward(signum, _frame):  # type: ignore[no-untyped-def]
         if proc.poll() is None:
-            proc.send_signal(signum)
+            proc.send_signal(stop_signal or signum)
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
