@@ -17,6 +17,7 @@ import click
 from optima_pipelines.errors import ConfigError, DatabaseUnavailable
 from optima_pipelines.operations import processes
 from optima_pipelines.operations.daemon import refuse_if_running
+from optima_pipelines.operations.daemon import run as run_daemon
 from optima_pipelines.operations.runtime import Deployment, open_deployment
 from optima_pipelines.settings import run_launcher_choice
 
@@ -67,7 +68,8 @@ def daemon_cmd(code_server: str, wait: int) -> None:
 
             prepare_broker(env)
         processes.wait_for_code_server(host, port, wait)
-        sys.exit(processes.run_child(processes.daemon_argv(workspace), env))
+        dep.apply_env()
+        run_daemon(workspace)
 
 
 @serve_group.command("run-worker")

@@ -1,5 +1,5 @@
-"""``python -m optima_pipelines.operations.daemon run -w WORKSPACE``: dagster-daemon, its sensor loop every second,
-alone on its storage.
+"""dagster-daemon, its sensor loop every second, alone on its storage: ``optima-pipelines serve daemon`` runs it
+in its own process (:func:`run`), ``python -m optima_pipelines.operations.daemon run -w WORKSPACE`` as it is.
 
 **One daemon per storage.** Two daemons on one Dagster storage launch the same queued runs twice
 (issue 37: 3 of 20 runs executed twice with a second ``dev`` on the same state folder). The daemon
@@ -33,6 +33,7 @@ import signal
 import socket
 import sys
 import threading
+from pathlib import Path
 
 import psycopg
 
@@ -141,6 +142,16 @@ def _watch(lock: DaemonLock, stop: threading.Event) -> None:
             return
         except Exception as exc:  # the database is away: try again at the next look
             logger.warning("the daemon's lock could not be taken again: %s", exc)
+
+
+def run(workspace: Path) -> None:
+    """The daemon in this process, on the code server of ``workspace`` (``serve daemon``, after its
+    checks): one interpreter and its imports, not a second one started for it."""
+    # Started in the background by a shell, the process ignores SIGINT; Dagster maps SIGTERM onto
+    # SIGINT's handler, which must stop the daemon.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.argv = ["dagster-daemon", "run", "-w", str(workspace)]
+    main()
 
 
 def main() -> None:

@@ -88,11 +88,6 @@ def code_server_argv(module: str, location_name: str, host: str, port: int, fork
     ]
 
 
-def daemon_argv(workspace: Path) -> list[str]:
-    # dagster-daemon with its sensor loop every second (operations/daemon.py).
-    return [sys.executable, "-m", "optima_pipelines.operations.daemon", "run", "-w", str(workspace)]
-
-
 #: Processes of one run worker (``serve run-worker``): as many as dagster.yaml's max_concurrent_runs,
 #: so that every run the queue lets through finds a warm process at once.
 RUN_WORKER_CONCURRENCY = 8
