@@ -101,7 +101,13 @@ def run_worker_cmd(module: str, concurrency: int, name: str) -> None:
         prepare_broker(env)
         # Stopped, the worker ends its runs now (Celery's cold shutdown): they are re-queued by
         # dagster.yaml's run_retries, as when its host dies. A warm shutdown would wait for them.
-        sys.exit(processes.run_child(processes.run_worker_argv(concurrency, name), env, stop_signal=signal.SIGQUIT))
+        # Billiard's pool can hang its parent's shutdown on the pool's queue lock (seen once in a
+        # whole-suite run): what is left after RUN_WORKER_STOP_SECONDS is killed.
+        argv = processes.run_worker_argv(concurrency, name)
+        code = processes.run_child(
+            argv, env, stop_signal=signal.SIGQUIT, stop_timeout=processes.RUN_WORKER_STOP_SECONDS
+        )
+        sys.exit(code)
 
 
 def run_worker_ready(dep: Deployment, env: dict[str, str]) -> None:

@@ -93,6 +93,11 @@ def code_server_argv(module: str, location_name: str, host: str, port: int, fork
 RUN_WORKER_CONCURRENCY = 8
 
 
+#: How long a run worker's Celery may take to stop once told to (``serve run-worker``), less than
+#: dev's grace period: its runs are interrupted anyway.
+RUN_WORKER_STOP_SECONDS = 10.0
+
+
 def run_worker_argv(concurrency: int, name: str) -> list[str]:
     """A warm run worker (the default launcher, celery): a Celery prefork worker whose processes
     imported Dagster and the definitions once (orchestration/run_launcher.py). Its node name is
@@ -192,6 +197,17 @@ class Supervisor:
                 child.proc.wait()
 
 
+def _kill_tree(pid: int) -> None:
+    import psutil
+
+    try:
+        parent = psutil.Process(pid)
+        for process in [*parent.children(recursive=True), parent]:
+            process.kill()
+    except psutil.Error:  # gone meanwhile
+        pass
+
+
 def _signal_group(proc: subprocess.Popen, signum: int) -> None:
     try:
         os.killpg(proc.pid, signum)
@@ -199,18 +215,33 @@ def _signal_group(proc: subprocess.Popen, signum: int) -> None:
         pass
 
 
-def run_child(argv: list[str], env: dict[str, str], stop_signal: int | None = None) -> int:
+def run_child(
+    argv: list[str], env: dict[str, str], stop_signal: int | None = None, stop_timeout: float | None = None
+) -> int:
     """Run a child in the foreground; SIGINT and SIGTERM reach it (as ``stop_signal`` when given), and
-    we wait for it to finish."""
+    we wait for it to finish. With ``stop_timeout``, a child still running that long after it was
+    told to stop is killed with every process it started."""
     proc = subprocess.Popen(argv, env=env, preexec_fn=_child_preexec)
+    stopping: list[float] = []
 
     def forward(signum, _frame):  # type: ignore[no-untyped-def]
         if proc.poll() is None:
             proc.send_signal(stop_signal or signum)
+            stopping.append(time.monotonic())
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return proc.wait()
+        if stop_timeout is None:
+            return proc.wait()
+        while True:
+            try:
+                return proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                if stop_timeout is not None and stopping and time.monotonic() - stopping[0] > stop_timeout:
+                    name = os.path.basename(argv[2] if argv[1:2] == ["-m"] else argv[0])
+                    print(f"{name} did not stop within {stop_timeout:.0f} s of the signal: killed", file=sys.stderr)
+                    _kill_tree(proc.pid)
+                    return proc.wait()
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

@@ -126,11 +126,12 @@ def test_stopping_dev_stops_every_process_it_started(warm_stack):  # type: ignor
         raise AssertionError(f"dev did not stop within 90 s\n{deployment.log()[-3000:]}") from None
     assert processes_with(marker) == []
     assert "stopping..." in deployment.log()
-    # Each process stopped on its own, none had to be killed at the end of the grace period. Each run
-    # worker stopped its pool itself: signalled with their group, Celery's pool processes died under
-    # their parent ("exited with 'signal 15 (SIGTERM)'"), which respawned them and could hang on the
-    # pool's lock until the grace period ran out.
+    # dev had to kill no process at the end of its grace period, and each run worker stopped its pool
+    # itself: signalled with their group, Celery's pool processes died under their parent ("exited
+    # with 'signal 15 (SIGTERM)'"), which respawned them and could hang on the pool's lock until the
+    # grace period ran out. (A Celery still stopping 10 s after the signal is killed by its run worker,
+    # which says so: billiard can still hang there, seen once in a whole-suite run.)
     log = deployment.log()
-    assert "did not stop within" not in log, log[-3000:]
+    assert "did not stop within 30 s" not in log, log[-3000:]
     assert "exited with 'signal 15" not in log, log[-3000:]
     assert "Cold shutdown" in log
