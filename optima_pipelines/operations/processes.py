@@ -237,7 +237,7 @@ def run_child(
             try:
                 return proc.wait(timeout=0.5)
             except subprocess.TimeoutExpired:
-                if stop_timeout is not None and stopping and time.monotonic() - stopping[0] > stop_timeout:
+                if stopping and time.monotonic() - stopping[0] > stop_timeout:
                     name = os.path.basename(argv[2] if argv[1:2] == ["-m"] else argv[0])
                     print(f"{name} did not stop within {stop_timeout:.0f} s of the signal: killed", file=sys.stderr)
                     _kill_tree(proc.pid)

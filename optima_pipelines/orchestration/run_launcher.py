@@ -97,7 +97,7 @@ def claims_connection(application_name: str = "optima run claims") -> psycopg.Co
 
 #: kombu's SQLAlchemy transport polling its table every 0.1 s instead of 1 s (a run's start waits for
 #: the next poll). Its own option would be handed to SQLAlchemy's create_engine, so the interval is a
-#: subclass's, under an alias of ours. An empty poll is one plain query (``_EMPTY_LOOK``), not kombu's
+#: subclass's, under an alias of ours. An empty poll is one plain query (``LookingChannel``), not kombu's
 #: two ORM queries and a locking read in a transaction: an idle worker cost 1.5 CPU-s a minute, and
 #: its PostgreSQL backend 0.3, in polls alone.
 SQLA_TRANSPORT_ALIAS = "optima-sqla"
