@@ -93,6 +93,8 @@ def code_server_argv(module: str, location_name: str, host: str, port: int, fork
 RUN_WORKER_CONCURRENCY = 8
 
 
+#: How long dev's processes may take to stop once told to, before dev kills what is left.
+STOP_GRACE_SECONDS = 30.0
 #: How long a run worker's Celery may take to stop once told to (``serve run-worker``), less than
 #: dev's grace period: its runs are interrupted anyway.
 RUN_WORKER_STOP_SECONDS = 10.0
@@ -170,7 +172,7 @@ class Supervisor:
                     return child
             time.sleep(poll)
 
-    def stop(self, grace: float = 30) -> None:
+    def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
         """SIGTERM to every child at once, one grace period for all, then SIGKILL what is left.
 
         The signal goes to each child, not to its process group: each stops what it started itself
