@@ -27,6 +27,10 @@ CABINET = "ui-shop"
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzaWQiOiJ1aS1zaG9wIn0.dWktdGVzdC1zaWduYXR1cmU"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
 CHROMIUM = "/usr/bin/chromium"
+#: How long an action or an assertion waits for the page. Playwright's assertions wait 5 s unless
+#: told otherwise (the context's default timeout is for actions only); on two busy cores Dagster's
+#: partitions view once took longer than that to load its counts.
+PAGE_MS = 60_000
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -183,27 +187,27 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(shared_stack):  #
             context = browser.new_context(
                 http_credentials={"username": USER, "password": PASSWORD}, viewport={"width": 1400, "height": 1000}
             )
-            context.set_default_timeout(60_000)
+            context.set_default_timeout(PAGE_MS)
             page = context.new_page()
             skip_welcome_whenever_shown(page)
 
             # The lineage: the feed upstream of the target in the target's lineage graph.
             page.goto(f"{deployment.url}/assets/{target}?view=lineage&lineageScope=upstream")
-            expect(page.get_by_text(target, exact=True).first).to_be_visible()
+            expect(page.get_by_text(target, exact=True).first).to_be_visible(timeout=PAGE_MS)
             every_level = page.get_by_role("button", name="All", exact=True).first
             if every_level.is_enabled():  # disabled when the graph already shows every upstream level
                 every_level.click()
             for key in LINEAGE:
-                expect(page.get_by_text(key, exact=True).first).to_be_visible()
+                expect(page.get_by_text(key, exact=True).first).to_be_visible(timeout=PAGE_MS)
             page.screenshot(path=ARTIFACTS / "1-lineage.png")
             page.goto(f"{deployment.url}/asset-groups")
-            expect(page.get_by_text("Global asset lineage")).to_be_visible()
+            expect(page.get_by_text("Global asset lineage")).to_be_visible(timeout=PAGE_MS)
             page.screenshot(path=ARTIFACTS / "2-asset-graph.png")
 
             # The partitions tab: the cabinet × day grid.
             page.goto(f"{deployment.url}/assets/{target}?view=partitions")
-            expect(page.get_by_text(CABINET, exact=True).first).to_be_visible()
-            expect(page.get_by_text(DAYS[0].isoformat(), exact=True).first).to_be_visible()
+            expect(page.get_by_text(CABINET, exact=True).first).to_be_visible(timeout=PAGE_MS)
+            expect(page.get_by_text(DAYS[0].isoformat(), exact=True).first).to_be_visible(timeout=PAGE_MS)
             page.screenshot(path=ARTIFACTS / "3-partitions.png")
 
             # A backfill of one cabinet and three days, launched by clicking.
@@ -250,7 +254,7 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(shared_stack):  #
             assert asset_node(deployment, target)["partitionStats"]["numMaterialized"] == materialized
 
             page.goto(f"{deployment.url}/assets/{target}?view=partitions")
-            expect(page.get_by_text(f"Materialized ({materialized})")).to_be_visible()
+            expect(page.get_by_text(f"Materialized ({materialized})")).to_be_visible(timeout=PAGE_MS)
             page.screenshot(path=ARTIFACTS / "5-partitions-after-backfill.png")
             page.goto(f"{deployment.url}/runs")
             page.screenshot(path=ARTIFACTS / "6-runs.png")
