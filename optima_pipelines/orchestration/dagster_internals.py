@@ -54,6 +54,7 @@ __all__ = [
     "RunLauncher",
     "SerializableErrorInfo",
     "WorkerStatus",
+    "configured_storage_module",
     "execute_run_in_this_process",
     "fork_run_workers_from_preloaded_server",
     "interrupt_this_process",
@@ -530,6 +531,18 @@ def run_dagster_daemon() -> None:
 #: What a run worker imports before its first run, beyond the definitions: Dagster's run execution
 #: (the warm run workers' preload and the forkserver's).
 RUN_EXECUTION_MODULES = ("dagster", "dagster._cli.api", "dagster._core.execution.api", "dagster._grpc.impl")
+
+
+def configured_storage_module() -> str | None:
+    """The module of the storage DAGSTER_HOME's dagster.yaml names, as Dagster reads that file (without
+    importing the module); None without DAGSTER_HOME, or when the file names its storages one by one.
+    Importing it is most of what opening an instance costs: a run worker imports it before forking its
+    processes."""
+    from dagster._core.instance.ref import InstanceRef
+
+    home = os.environ.get("DAGSTER_HOME")
+    storage = InstanceRef.from_dir(home).storage_data if home else None
+    return storage.module_name if storage else None
 
 
 def execute_run_in_this_process(instance: DagsterInstance, run_id: str) -> int:

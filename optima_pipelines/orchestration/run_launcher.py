@@ -576,17 +576,13 @@ def _execute_claimed(instance: DagsterInstance, run_id: str) -> int:
     return code
 
 
-#: The storage dagster.yaml names: its import (Dagster's storage classes, alembic) is most of what opening
-#: an instance costs (0.6 CPU-s in each pool process when not preloaded, 0.1 when it is).
-STORAGE_MODULE = "optima_pipelines.orchestration.storage"
-
-
 def preload() -> None:
-    """Import Dagster's execution machinery, its storage and the definitions before the worker forks its
-    processes: each process then starts with them imported."""
-    from optima_pipelines.orchestration.dagster_internals import RUN_EXECUTION_MODULES
+    """Import Dagster's execution machinery, the storage dagster.yaml names and the definitions before the
+    worker forks its processes: each process then starts with them imported (opening the instance in a
+    pool process cost 0.6 CPU-s when its storage was not imported yet, 0.1 when it was)."""
+    from optima_pipelines.orchestration.dagster_internals import RUN_EXECUTION_MODULES, configured_storage_module
 
-    for name in (*RUN_EXECUTION_MODULES, STORAGE_MODULE, os.environ.get(PRELOAD_ENV)):
+    for name in (*RUN_EXECUTION_MODULES, configured_storage_module(), os.environ.get(PRELOAD_ENV)):
         if name:
             importlib.import_module(name)
 

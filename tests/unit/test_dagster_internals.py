@@ -342,3 +342,22 @@ def test_check_evaluations_are_batched_unless_dagsters_batch_size_turns_batches_
         part = SimpleNamespace(store_event=dagsters_own, store_event_batch=dagsters_own)
         internals.store_check_evaluations_in_batches(SimpleNamespace(_event_log_storage=part))
         assert (part.store_event is not dagsters_own) is batched, size
+
+
+def test_the_storage_a_run_worker_preloads_is_the_one_dagster_yaml_names(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The run worker imports the configured storage before forking (run_launcher.preload): read from
+    DAGSTER_HOME's dagster.yaml as Dagster reads it, so a dagster.yaml naming another storage is preloaded too."""
+    import importlib
+    import shutil
+
+    from optima_pipelines.operations.runtime import project_file
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    assert internals.configured_storage_module() is None
+    shutil.copyfile(project_file("dagster.yaml"), tmp_path / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    module = internals.configured_storage_module()
+    assert module == "optima_pipelines.orchestration.storage"
+    assert hasattr(importlib.import_module(module), "OptimaPostgresStorage")
+    (tmp_path / "dagster.yaml").write_text("storage:\n  custom:\n    module: some.other_storage\n    class: Other\n")
+    assert internals.configured_storage_module() == "some.other_storage"
