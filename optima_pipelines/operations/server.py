@@ -59,6 +59,12 @@ def create_app(dep: Deployment) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        # Open the Dagster instance now, beside serving, not inside the first probe's budget: building
+        # it (dagster.yaml, the storage's modules and pool) takes 0.4-0.7 s on an idle machine and
+        # several seconds on a loaded one, and a probe that failed for that would say the storage
+        # does not answer when it does. A probe that comes while it is still being built waits for
+        # it within its budget, and fails as "no answer" only if that is still not enough.
+        threading.Thread(target=_open_quietly, args=(instance,), name="open dagster instance", daemon=True).start()
         yield
         collector.close()
         if "instance" in holder:
@@ -72,6 +78,13 @@ def create_app(dep: Deployment) -> Starlette:
         ],
         lifespan=lifespan,
     )
+
+
+def _open_quietly(instance: Any) -> None:
+    try:
+        instance()
+    except Exception:  # the health checks open it again and report what failed
+        pass
 
 
 def serve(dep: Deployment, host: str, port: int) -> None:
