@@ -119,11 +119,10 @@ def process_kind(proc: psutil.Process) -> str:
         return "other"
     for needle, kind in (
         # Run workers are spawned by the code server (multiprocessing "spawn", DESIGN.md §4.18),
-        # with their helpers (resource tracker, orphan watcher, compute-log tails).
+        # with their resource tracker. (A step's compute log is copied by a thread of its own process,
+        # orchestration/compute_logs.py: no `tail` or orphan watcher per step.)
         ("multiprocessing", "run workers"),
         ("orchestration.run_workers", "run workers"),  # the warm run workers (OPTIMA_RUN_LAUNCHER=celery)
-        ("watch_orphans", "run workers"),
-        ("compute_logs", "run workers"),
         ("execute_run", "run workers"),
         ("dagster-daemon", "daemon"),
         ("operations.daemon", "daemon"),

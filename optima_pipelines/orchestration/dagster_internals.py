@@ -29,6 +29,8 @@ from dagster._core.launcher import (
     RunLauncher,
     WorkerStatus,
 )
+from dagster._core.storage.compute_log_manager import CapturedLogContext
+from dagster._core.storage.local_compute_log_manager import LocalComputeLogManager
 from dagster._core.storage.tags import GRPC_INFO_TAG, WILL_RETRY_TAG
 from dagster._serdes import ConfigurableClass, ConfigurableClassData
 from dagster._utils.error import SerializableErrorInfo
@@ -45,11 +47,13 @@ __all__ = [
     "RUN_EXECUTION_MODULES",
     "RUN_STORAGE_COLUMNS",
     "WILL_RETRY_TAG",
+    "CapturedLogContext",
     "CheckError",
     "CheckRunHealthResult",
     "ConfigurableClass",
     "ConfigurableClassData",
     "LaunchRunContext",
+    "LocalComputeLogManager",
     "ResumeRunContext",
     "RunLauncher",
     "SerializableErrorInfo",
@@ -86,6 +90,10 @@ __all__ = [
 # GRPC_INFO_TAG (".dagster/grpc_info"): the hidden tag where the run launcher records the code server
 # that started a run, JSON with "host" (sensors/queue.py: only runs started on this host are checked
 # for a dead worker).
+
+# LocalComputeLogManager and CapturedLogContext: Dagster's compute log manager, whose copy of a step's
+# output to the process's streams orchestration/compute_logs.py replaces (Dagster exports neither at the
+# top level).
 
 # RunLauncher and its types (CheckRunHealthResult, WorkerStatus, LaunchRunContext, ResumeRunContext)
 # and ConfigurableClass: what a run launcher named in dagster.yaml must be (orchestration/run_launcher.py).

@@ -361,3 +361,33 @@ def test_the_storage_a_run_worker_preloads_is_the_one_dagster_yaml_names(tmp_pat
     assert hasattr(importlib.import_module(module), "OptimaPostgresStorage")
     (tmp_path / "dagster.yaml").write_text("storage:\n  custom:\n    module: some.other_storage\n    class: Other\n")
     assert internals.configured_storage_module() == "some.other_storage"
+
+
+def test_a_steps_output_is_captured_by_the_compute_log_manager_dagster_yaml_names(tmp_path: Path) -> None:
+    """Dagster captures each step's stdout and stderr through the instance's compute log manager, and the
+    deployment's dagster.yaml names ours (orchestration/compute_logs.py), which keeps the files where
+    Dagster's own manager keeps them for the UI."""
+    import shutil
+
+    from dagster._core.execution.plan import execute_plan
+    from dagster._core.instance.ref import InstanceRef
+    from dagster._serdes import ConfigurableClassData as Data
+
+    from optima_pipelines.operations.runtime import project_file
+    from optima_pipelines.orchestration.compute_logs import OptimaComputeLogManager
+
+    assert "compute_log_manager.capture_logs(log_key)" in inspect.getsource(execute_plan), (
+        "Dagster no longer captures a step's output through the instance's compute log manager"
+    )
+    for method in ("get_captured_local_path", "complete_artifact_path", "is_capture_complete"):
+        assert callable(getattr(internals.LocalComputeLogManager, method)), method
+    shutil.copyfile(project_file("dagster.yaml"), tmp_path / "dagster.yaml")
+    data = InstanceRef.from_dir(str(tmp_path)).compute_logs_data
+    assert (data.module_name, data.class_name) == (
+        "optima_pipelines.orchestration.compute_logs",
+        "OptimaComputeLogManager",
+    )
+    assert isinstance(
+        Data(data.module_name, data.class_name, data.config_yaml).rehydrate(OptimaComputeLogManager),
+        OptimaComputeLogManager,
+    )
