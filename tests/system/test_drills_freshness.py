@@ -176,10 +176,11 @@ def screenshot_checks(dep, path: Path) -> None:
     evaluation naming the penalized cabinet."""
     from playwright.sync_api import expect, sync_playwright
 
-    from tests.system.test_ui_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, dismiss_welcome
+    from tests.system.test_ui_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, no_welcome
 
     assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)"
     path.parent.mkdir(parents=True, exist_ok=True)
+    no_welcome(dep)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -189,14 +190,6 @@ def screenshot_checks(dep, path: Path) -> None:
             shot = ARTIFACTS / path.name
             try:
                 expect(page.get_by_text(PENALIZED).first).to_be_visible(timeout=60_000)
-                # A fresh instance greets its first visitor with a dialog, a moment after the page.
-                welcome = page.get_by_text("Join the Dagster community")
-                try:
-                    welcome.wait_for(timeout=10_000)
-                except Exception:  # not shown: nothing to dismiss
-                    pass
-                dismiss_welcome(page)
-                expect(welcome).to_be_hidden(timeout=30_000)
             finally:
                 ARTIFACTS.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=shot)  # what the browser showed, also when it failed

@@ -116,19 +116,13 @@ def finished_runs(figures: dict[str, float]) -> float:
     return sum(v for k, v in figures.items() if k.startswith("optima_queue_jobs_finished_total"))
 
 
-def dismiss_welcome(page) -> None:
-    """A fresh instance greets the first visitor with a newsletter dialog: skip it if it shows."""
-    skip = page.get_by_role("button", name="Skip")
-    try:
-        skip.click(timeout=5000)
-    except Exception:  # no dialog: already dismissed on this instance
-        pass
-
-
-def skip_welcome_whenever_shown(page) -> None:
-    """Dismiss the newsletter dialog whenever it shows before an action: on a busy machine it can
-    open well after the page (its backdrop then intercepts the next click)."""
-    page.add_locator_handler(page.get_by_role("button", name="Skip"), lambda skip: skip.click())
+def no_welcome(dep) -> None:
+    """A fresh instance greets a browser on 127.0.0.1 with Dagster's newsletter dialog, a moment after
+    the page, whenever it pleases; on a busy machine it opened over the backfill's own dialog, and
+    neither could be clicked. Mark it seen, as its Skip button does (Dagster keeps that in
+    DAGSTER_HOME), before any page opens: the UI then never shows it."""
+    assert dep.graphql("mutation { setNuxSeen }")["setNuxSeen"] is True
+    assert dep.graphql("{ shouldShowNux }")["shouldShowNux"] is False
 
 
 def click_through_rerenders(locator, attempts: int = 20) -> None:
@@ -171,6 +165,7 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(shared_stack):  #
     # Earlier tests on this deployment may have materialized partitions and launched backfills.
     materialized_before = asset_node(deployment, target)["partitionStats"]["numMaterialized"]
     backfills_before = {b["id"] for b in deployment.graphql(BACKFILLS)["partitionBackfillsOrError"]["results"]}
+    no_welcome(deployment)
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -189,7 +184,6 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(shared_stack):  #
             )
             context.set_default_timeout(PAGE_MS)
             page = context.new_page()
-            skip_welcome_whenever_shown(page)
 
             # The lineage: the feed upstream of the target in the target's lineage graph.
             page.goto(f"{deployment.url}/assets/{target}?view=lineage&lineageScope=upstream")
