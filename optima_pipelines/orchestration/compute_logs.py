@@ -40,7 +40,8 @@ _CHUNK = 1 << 16
 
 class _Copier(threading.Thread):
     """Copies a file from ``offset`` to the descriptor ``out`` as it grows, until told to finish and
-    everything written before that is copied."""
+    everything written before that is copied; then closes ``out``, which it owns (a copy still going
+    after ``finish`` gave up waiting never writes to a descriptor number reused meanwhile)."""
 
     def __init__(self, path: str, offset: int, out: int) -> None:
         super().__init__(name=f"copy {os.path.basename(path)}", daemon=True)
@@ -49,17 +50,20 @@ class _Copier(threading.Thread):
 
     def run(self) -> None:
         writable = True
-        with open(self._path, "rb") as source:
-            source.seek(self._offset)
-            while True:
-                finishing = self._finish.is_set()  # read before the last read: what came before it is copied
-                chunk = source.read(_CHUNK)
-                if chunk:
-                    writable = writable and _write_all(self._out, chunk)
-                elif finishing:
-                    return
-                else:
-                    self._finish.wait(POLL_SECONDS)
+        try:
+            with open(self._path, "rb") as source:
+                source.seek(self._offset)
+                while True:
+                    finishing = self._finish.is_set()  # read before the last read: what came before it is copied
+                    chunk = source.read(_CHUNK)
+                    if chunk:
+                        writable = writable and _write_all(self._out, chunk)
+                    elif finishing:
+                        return
+                    else:
+                        self._finish.wait(POLL_SECONDS)
+        finally:
+            os.close(self._out)
 
     def finish(self) -> None:
         self._finish.set()
@@ -96,7 +100,7 @@ def captured(stream: TextIO, path: str) -> Iterator[None]:
             yield
             return
         stream.flush()
-        original = os.dup(fd)
+        original = os.dup(fd)  # where the stream went: the copier writes there, and closes it
         os.dup2(sink.fileno(), fd)
     copier = _Copier(path, offset, original)
     copier.start()
@@ -108,7 +112,6 @@ def captured(stream: TextIO, path: str) -> Iterator[None]:
         finally:
             os.dup2(original, fd)
             copier.finish()
-            os.close(original)
 
 
 class OptimaComputeLogManager(LocalComputeLogManager):

@@ -96,3 +96,29 @@ def test_without_a_base_dir_the_files_are_where_dagsters_own_manager_keeps_them(
     ours.register_instance(Instance())  # type: ignore[arg-type]
     key = ["run-1", "compute_logs", "step"]
     assert ours.get_captured_local_path(key, "err") == dagsters.get_captured_local_path(key, "err")
+
+
+def test_many_steps_in_one_run_worker_leave_no_descriptor_or_thread_behind(tmp_path: Path) -> None:
+    """A warm run worker captures thousands of steps in one process: each capture gives back what it took."""
+    script = textwrap.dedent(
+        """
+        import os, sys, threading, time
+        from optima_pipelines.orchestration.compute_logs import OptimaComputeLogManager
+
+        manager = OptimaComputeLogManager(sys.argv[1])
+        def held():
+            return len(os.listdir("/proc/self/fd")), threading.active_count()
+        before = held()
+        for n in range(50):
+            with manager.capture_logs(["run-1", "compute_logs", f"step-{n}"]):
+                print(f"step {n}")
+        time.sleep(0.1)
+        sys.stderr.write(f"{before}\\n{held()}\\n")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.splitlines() == [f"step {n}" for n in range(50)]
+    before, after = done.stderr.splitlines()  # (open descriptors, threads) before and after the 50 steps
+    assert after == before
