@@ -25,7 +25,7 @@ STEP = textwrap.dedent(
     print("before the step", flush=True)
     for n in range(captures):
         with manager.capture_logs(["run-1", "compute_logs", "step"]):
-            print(f"out {n} from python")
+            print(f"out {n} from python", flush=True)  # stdout to a pipe is block-buffered
             sys.stderr.write(f"err {n} from python\\n")
             subprocess.run(["sh", "-c", f"echo out {n} from a child; echo err {n} from a child >&2"], check=True)
             os.write(2, f"err {n} written last, right before the step ends\\n".encode())
