@@ -59,6 +59,7 @@ __all__ = [
     "SerializableErrorInfo",
     "WorkerStatus",
     "configured_storage_module",
+    "daemon_statuses",
     "execute_run_in_this_process",
     "fork_run_workers_from_preloaded_server",
     "interrupt_this_process",
@@ -613,6 +614,30 @@ def run_dagster_cli(argv: list[str]) -> None:
 
     sys.argv = ["dagster", *argv]
     main()
+
+
+#: How often each of Dagster's daemons writes its heartbeat (its controller's default; a daemon writes one
+#: after an iteration once this long has passed since the last).
+DAEMON_HEARTBEAT_INTERVAL_SECONDS = 30
+
+
+def daemon_statuses(instance: DagsterInstance, tolerance_seconds: float) -> dict[str, Any]:
+    """Each daemon the instance requires → its status (``healthy``, ``required``, ``last_heartbeat``),
+    healthy when its last heartbeat is younger than ``DAEMON_HEARTBEAT_INTERVAL_SECONDS +
+    tolerance_seconds``; errors in a heartbeat are not counted (a sensor's failure is its own tick's).
+    ``instance.get_daemon_statuses()`` takes no tolerance and uses Dagster's default of 1,800 s: a
+    daemon killed half an hour ago still counted as healthy."""
+    from dagster._daemon.controller import get_daemon_statuses
+
+    return dict(
+        get_daemon_statuses(
+            instance,
+            instance.get_required_daemon_types(),
+            ignore_errors=True,
+            heartbeat_interval_seconds=DAEMON_HEARTBEAT_INTERVAL_SECONDS,
+            heartbeat_tolerance_seconds=tolerance_seconds,
+        )
+    )
 
 
 def latest_cron_tick(cron: str, now: datetime, timezone: str) -> datetime:

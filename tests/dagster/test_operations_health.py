@@ -66,6 +66,33 @@ def test_without_a_daemon_the_daemon_check_fails_and_names_it(dagster_instance, 
     assert checks["broker"].ok, checks["broker"].detail
 
 
+def test_a_daemon_that_stopped_beating_fails_within_minutes_not_dagsters_half_hour(dagster_instance):
+    """Dagster counts a daemon healthy for 1,800 s after its last heartbeat: /health would have said a
+    killed daemon (no schedule, sensor or queue running) was fine for half an hour. Ours allows the
+    30-s heartbeat interval plus DAEMON_TOLERANCE_SECONDS."""
+    import time
+
+    from dagster._daemon.types import DaemonHeartbeat
+
+    from optima_pipelines.operations.health import DAEMON_TOLERANCE_SECONDS, check_daemon
+
+    required = dagster_instance.get_required_daemon_types()
+
+    def beat(age: float) -> None:
+        for daemon_type in required:
+            dagster_instance.add_daemon_heartbeat(DaemonHeartbeat(time.time() - age, daemon_type, None, None))
+
+    beat(age=10)
+    assert check_daemon(lambda: dagster_instance).ok
+    # Older than Dagster's 30-s interval plus our tolerance, far younger than Dagster's 1,800 s.
+    beat(age=30 + DAEMON_TOLERANCE_SECONDS + 60)
+    failed = check_daemon(lambda: dagster_instance)
+    assert not failed.ok
+    assert f"no heartbeat within {30 + DAEMON_TOLERANCE_SECONDS} s from" in failed.detail, failed.detail
+    assert all(t in failed.detail for t in required) and "the last 2" in failed.detail, failed.detail
+    assert {t: s.healthy for t, s in dagster_instance.get_daemon_statuses().items()} == dict.fromkeys(required, True)
+
+
 def test_wb_pings_reach_every_category_of_the_simulator_as_the_client_does(
     warehouse_conn, database_url, settings, cipher
 ):

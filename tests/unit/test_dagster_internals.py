@@ -391,3 +391,14 @@ def test_a_steps_output_is_captured_by_the_compute_log_manager_dagster_yaml_name
         Data(data.module_name, data.class_name, data.config_yaml).rehydrate(OptimaComputeLogManager),
         OptimaComputeLogManager,
     )
+
+
+def test_daemon_health_is_judged_on_dagsters_heartbeat_interval_with_our_tolerance() -> None:
+    """health.check_daemon asks Dagster's controller with a tolerance of its own (the instance's method
+    takes none and allows 1,800 s), on the interval at which Dagster's daemons write their heartbeats."""
+    from dagster._daemon import controller
+
+    assert controller.DEFAULT_HEARTBEAT_INTERVAL_SECONDS == internals.DAEMON_HEARTBEAT_INTERVAL_SECONDS
+    parameters = inspect.signature(controller.get_daemon_statuses).parameters
+    assert {"ignore_errors", "heartbeat_interval_seconds", "heartbeat_tolerance_seconds"} <= set(parameters)
+    assert "heartbeat_interval_seconds" in inspect.signature(controller.daemon_controller_from_instance).parameters
