@@ -7,6 +7,7 @@ of it are what the browser drives.
 """
 
 import base64
+import contextlib
 from datetime import timedelta
 from pathlib import Path
 
@@ -125,17 +126,21 @@ def no_welcome(dep) -> None:
     assert dep.graphql("{ shouldShowNux }")["shouldShowNux"] is False
 
 
-def click_through_rerenders(locator, attempts: int = 20) -> None:
-    """Click an entry of a list the UI re-renders while its data refreshes (the partition picker).
+def pick_from_list(opener, entry, attempts: int = 20) -> None:
+    """Open a list the UI re-renders while its data refreshes (the partition picker) and click ``entry``.
 
     On a busy machine the list is replaced faster than Playwright's actionability checks settle
     ("element was detached from the DOM, retrying" until the timeout): click without waiting for
-    stability, and try again if the element went away in between."""
+    stability, and try again if the element went away in between. A click on ``opener`` can also land
+    before the dialog listens (CI once waited 60 s on a list that never opened): whenever the entry is
+    not shown, open the list again."""
     from playwright.sync_api import Error as PlaywrightError
 
     for attempt in range(attempts):
         try:
-            locator.click(timeout=3000, force=True)
+            if not entry.is_visible():
+                opener.click(timeout=3000)
+            entry.click(timeout=3000, force=True)
             return
         except PlaywrightError:
             if attempt == attempts - 1:
@@ -216,8 +221,7 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(shared_stack):  #
             # once in CI): pick the cabinet again until the dialog counts the three partitions.
             for attempt in range(5):
                 if dialog.get_by_text("Select a partition or create one").first.is_visible():
-                    dialog.get_by_role("img", name="expand_more").first.click()
-                    click_through_rerenders(cabinet)
+                    pick_from_list(dialog.get_by_role("img", name="expand_more").first, cabinet)
                 dates.fill(f"[{DAYS[0].isoformat()}...{DAYS[-1].isoformat()}]")
                 dates.press("Enter")
                 try:
@@ -252,6 +256,12 @@ def test_the_ui_in_a_browser_lineage_partitions_and_a_backfill(shared_stack):  #
             page.screenshot(path=ARTIFACTS / "5-partitions-after-backfill.png")
             page.goto(f"{deployment.url}/runs")
             page.screenshot(path=ARTIFACTS / "6-runs.png")
+        except Exception:
+            for shown in browser.contexts[-1:]:
+                for open_page in shown.pages:  # what the browser showed when it failed (CI keeps the folder)
+                    with contextlib.suppress(PlaywrightError):
+                        open_page.screenshot(path=ARTIFACTS / "failure.png")
+            raise
         finally:
             browser.close()
 
