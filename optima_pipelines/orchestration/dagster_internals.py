@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from dagster._core.run_coordinator.queued_run_coordinator import RunQueueConfig
 
 __all__ = [
+    "DAEMON_HEARTBEAT_INTERVAL_SECONDS",
     "GRPC_INFO_TAG",
     "RUN_EXECUTION_MODULES",
     "RUN_STORAGE_COLUMNS",
