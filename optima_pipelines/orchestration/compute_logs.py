@@ -121,8 +121,8 @@ class OptimaComputeLogManager(LocalComputeLogManager):
     def __init__(
         self, base_dir: str | None = None, polling_timeout: float | None = None, inst_data: Any = None
     ) -> None:
+        # Without a base_dir, "" until the instance registers: then Dagster's own, under its root.
         super().__init__(base_dir or "", polling_timeout=polling_timeout, inst_data=inst_data)
-        self._base_dir_configured = bool(base_dir)
 
     @classmethod
     def config_type(cls) -> dict[str, Any]:
@@ -141,7 +141,7 @@ class OptimaComputeLogManager(LocalComputeLogManager):
 
     def register_instance(self, instance: Any) -> None:
         super().register_instance(instance)
-        if not self._base_dir_configured:
+        if not self._base_dir:
             self._base_dir = os.path.join(instance.root_directory, "storage")
 
     @contextmanager

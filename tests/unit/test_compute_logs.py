@@ -35,14 +35,15 @@ STEP = textwrap.dedent(
 )
 
 
-def _run_step(base_dir: Path, captures: int = 1) -> subprocess.CompletedProcess[str]:
+def _child(script: str, *args: object) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a new Python with ``args``: what its real stdout and stderr received."""
     return subprocess.run(
-        [sys.executable, "-c", STEP, str(base_dir), str(captures)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
+        [sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=60, check=True
     )
+
+
+def _run_step(base_dir: Path, captures: int = 1) -> subprocess.CompletedProcess[str]:
+    return _child(STEP, base_dir, captures)
 
 
 def _file(base_dir: Path, ext: str) -> str:
@@ -116,9 +117,7 @@ def test_many_steps_in_one_run_worker_leave_no_descriptor_or_thread_behind(tmp_p
         sys.stderr.write(f"{before}\\n{held()}\\n")
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=60, check=True
-    )
+    done = _child(script, tmp_path)
     assert done.stdout.splitlines() == [f"step {n}" for n in range(50)]
     before, after = done.stderr.splitlines()  # (open descriptors, threads) before and after the 50 steps
     assert after == before
