@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -11,6 +11,10 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from optima_pipelines.db.urls import describe_server, libpq_url
 from optima_pipelines.errors import DatabaseUnavailable
+
+#: Opens a warehouse connection, a context manager that commits or rolls back (``Warehouse.connect``,
+#: ``db.connect``): what the Dagster-free code is handed instead of a resource.
+Connect = Callable[[], psycopg.Connection]
 
 #: What pg_stat_activity shows for our connections; a run's adds its job (`optima_pipelines/<job>`).
 APPLICATION_NAME = "optima_pipelines"

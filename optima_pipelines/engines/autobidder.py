@@ -32,9 +32,9 @@ from typing import Any
 
 import psycopg
 
+from optima_pipelines.db.connection import Connect
 from optima_pipelines.db.statements import upsert
 from optima_pipelines.engines.audit import begin_action, finish_action
-from optima_pipelines.sync.runs import Connect
 from optima_pipelines.wb import BidUpdate, WbAuthError, WbClient, WbDeferred, WbError
 
 ENGINE = "autobidder"

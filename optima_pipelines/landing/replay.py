@@ -31,9 +31,10 @@ from typing import Any
 import httpx
 import psycopg
 
+from optima_pipelines.db.connection import Connect
 from optima_pipelines.landing.store import Landing, LandingError
 from optima_pipelines.logs import get_logger
-from optima_pipelines.sync.runs import ANY_CABINET, TRIGGERS, Connect, FeedLoad, Sync, SyncInput, stored_runs
+from optima_pipelines.sync.runs import ANY_CABINET, TRIGGERS, FeedLoad, Sync, SyncInput, stored_runs
 from optima_pipelines.timeutil import clock_at, now_moscow
 from optima_pipelines.wb import RateLimiter, WbClient, WbConfig, WbDeferred, WbRequestError
 from optima_pipelines.wb.http import Endpoint, Transport

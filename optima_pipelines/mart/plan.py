@@ -47,8 +47,9 @@ from datetime import date, timedelta
 import psycopg
 
 from optima_pipelines.changes import FeedChange
+from optima_pipelines.db.connection import Connect
 from optima_pipelines.db.sqlfiles import SqlFiles
-from optima_pipelines.errors import InvalidInput
+from optima_pipelines.errors import InvalidInput, OptimaError
 from optima_pipelines.warehouse.table_partitions import covered_days, list_partitions
 
 ROLLUPS = ("rnp_sales", "rnp_ads", "rnp_finance")
@@ -367,6 +368,51 @@ def add_demands(demands: Demands, more: Mapping[tuple[str, date], set[str]]) -> 
     for pair, wanted in more.items():
         out.setdefault(pair, set()).update(wanted)
     return out
+
+
+@dataclass
+class ReaggregationPlan:
+    """What one tick of the re-aggregation sensor asks for (``plan_reaggregation``)."""
+
+    recomputes: list[Recompute]
+    #: (cabinet, day) pairs the change records named within the partitions, and those outside them.
+    named: int = 0
+    out_of_range: list[tuple[str, date]] = field(default_factory=list)
+    #: Pairs the watermarks call stale, added whatever the change records said.
+    stale: int = 0
+    #: Cabinets the change records name that have no partitions yet: the sensor adds them.
+    new_cabinets: list[str] = field(default_factory=list)
+    #: What could not be read (the plan goes on without it: the nightly merge recomputes it at the latest).
+    warnings: list[str] = field(default_factory=list)
+
+
+def plan_reaggregation(
+    connect: Connect,
+    changes: Iterable[FeedChange],
+    cabinet_order: Sequence[str],
+    first_day: date,
+    today: date,
+    *,
+    products: Mapping[str, int] | None = None,
+) -> ReaggregationPlan:
+    """The re-aggregation sensor's plan: the (cabinet, day) pairs the ``changes`` make stale within
+    [first_day, today] (``demands_from_changes``), widened into few rectangles (``widen``: the
+    recompute skips what did not change), plus every pair the watermarks call stale whatever the
+    changes said (``stale_pairs``, read through ``connect``), batched into runs (``plan_recomputes``)
+    over the dynamic partitions' ``cabinet_order``, sized by ``products``."""
+    wanted = demands_from_changes(changes, first_day, today)
+    plan = ReaggregationPlan([], named=len(wanted.demands), out_of_range=wanted.out_of_range)
+    plan.new_cabinets = sorted({c for c, _ in wanted.demands} - set(cabinet_order))
+    stale: dict[tuple[str, date], set[str]] = {}
+    try:
+        with connect() as conn:
+            stale = stale_pairs(conn, cabinet_order, first_day, today)
+    except (psycopg.Error, OptimaError) as exc:
+        plan.warnings.append(f"could not read the stale pairs: {exc.__class__.__name__}: {exc}")
+    plan.stale = len(stale)
+    demands = add_demands(widen(wanted.demands, cabinet_order), stale_demands(stale))
+    plan.recomputes = plan_recomputes(demands, cabinet_order, products=products)
+    return plan
 
 
 def days_to_heal(conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date) -> list[tuple[str, date]]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -25,12 +25,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from optima_pipelines.db.connection import Connect
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.mart.plan import MART, ROLLUPS
 from optima_pipelines.warehouse.table_partitions import covered_days, list_partitions
-
-#: Opens a warehouse connection (``Warehouse.connect``, ``db.connect``).
-Connect = Callable[[], psycopg.Connection]
 
 #: In the order a recompute of all domains runs them: the merge reads the rollups.
 TABLES = (*ROLLUPS, MART)

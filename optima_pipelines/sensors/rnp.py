@@ -51,15 +51,11 @@ from optima_pipelines.mart.plan import (
     MAX_EVENTS_PER_FEED,
     MERGE_WINDOW_DAYS,
     Recompute,
-    add_demands,
-    demands_from_changes,
     parse_cursor,
     plan_merge_sync,
+    plan_reaggregation,
     plan_recomputes,
-    stale_demands,
-    stale_pairs,
     tick_id,
-    widen,
 )
 from optima_pipelines.orchestration.cadences import cadence, cadence_sensor, schedule_status
 from optima_pipelines.orchestration.queues import (
@@ -222,37 +218,30 @@ def rnp_reaggregate_sensor(context: SensorEvaluationContext, warehouse: Warehous
         return SkipReason("no new feed materializations")
 
     first_day = date.fromisoformat(load_settings().partitions_start)
-    wanted = demands_from_changes(read.changes, first_day, today_moscow())
-    if wanted.out_of_range:
-        context.log.warning(
-            f"{len(wanted.out_of_range)} (cabinet, day) pairs are outside the partitions "
-            f"[{first_day}, today] and were not requested, e.g. {wanted.out_of_range[:3]}"
-        )
-    # A feed partition of a cabinet the cabinet sensor has not added yet: add it now, so that the
-    # new cabinet's РНП fills right after its first import.
-    new_cabinets = sorted({c for c, _ in wanted.demands} - set(known))
     try:
         sizes = cabinet_sizes(warehouse, known, today_moscow() - timedelta(1))
     except (psycopg.Error, OptimaError) as exc:  # sized as unknown: smaller runs, nothing lost
         context.log.warning(f"could not read the cabinets' sizes: {exc.__class__.__name__}: {exc}")
         sizes = {}
-    # Pairs a check would call stale, whatever the events said (a change no event named): with this plan.
-    try:
-        with warehouse.connect() as conn:
-            stale = stale_pairs(conn, known, first_day, today_moscow())
-    except (psycopg.Error, OptimaError) as exc:  # the nightly merge recomputes them at the latest
-        context.log.warning(f"could not read the stale pairs: {exc.__class__.__name__}: {exc}")
-        stale = {}
-    # The recompute skips every pair whose feeds did not change: the plan may ask for more to need fewer runs.
-    plan = plan_recomputes(add_demands(widen(wanted.demands, known), stale_demands(stale)), known, products=sizes)
+    plan = plan_reaggregation(warehouse.connect, read.changes, known, first_day, today_moscow(), products=sizes)
+    for message in plan.warnings:
+        context.log.warning(message)
+    if plan.out_of_range:
+        context.log.warning(
+            f"{len(plan.out_of_range)} (cabinet, day) pairs are outside the partitions "
+            f"[{first_day}, today] and were not requested, e.g. {plan.out_of_range[:3]}"
+        )
     tick = tick_id(read.cursor)
     tags = {**queue_tags(RE_AGGREGATE, priority=PRIORITY_REAGGREGATE), TAG_TRIGGER: "sensor"}
     if read.oldest_at is not None:
         tags[TAG_SOURCE_EVENT_AT] = datetime.fromtimestamp(read.oldest_at, UTC).isoformat()
-    requests = [run_request(r, tags, f"rnp:{tick}:{r.key}") for r in plan]
+    requests = [run_request(r, tags, f"rnp:{tick}:{r.key}") for r in plan.recomputes]
+    # A feed partition of a cabinet the cabinet sensor has not added yet is added now, so that the
+    # new cabinet's РНП fills right after its first import.
+    new_cabinets = plan.new_cabinets
     context.log.info(
-        f"{read.read} feed events → {len(wanted.demands)} (cabinet, day) partitions"
-        + (f" and {len(stale)} stale ones" if stale else "")
+        f"{read.read} feed events → {plan.named} (cabinet, day) partitions"
+        + (f" and {plan.stale} stale ones" if plan.stale else "")
         + f" → {len(requests)} runs"
         + (f"; new cabinets {', '.join(new_cabinets)}" if new_cabinets else "")
     )

@@ -23,9 +23,10 @@ import msgspec
 import psycopg
 from psycopg import sql
 
+from optima_pipelines.db.connection import Connect
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import CATALOG_SYNC
-from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection, sql_file
+from optima_pipelines.sync.runs import FeedLoad, SyncInput, finish, page_connection, sql_file
 from optima_pipelines.timeutil import now_moscow
 from optima_pipelines.wb import Card, Page, Price, WbClient, WbDeferred
 

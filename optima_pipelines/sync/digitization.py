@@ -23,11 +23,12 @@ from typing import Any
 
 import psycopg
 
+from optima_pipelines.db.connection import Connect
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import merge_rows
 from optima_pipelines.logs import get_logger
 from optima_pipelines.orchestration.queues import DIGITIZATION_SYNC
-from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, note_stored, page_connection, sql_file
+from optima_pipelines.sync.runs import FeedLoad, SyncInput, note_stored, page_connection, sql_file
 from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
 from optima_pipelines.timeutil import MOSCOW, now_moscow
 from optima_pipelines.wb import Order, Page, Sale, WbClient, WbDeferred

@@ -29,13 +29,14 @@ from datetime import date, timedelta
 import psycopg
 from psycopg import sql
 
+from optima_pipelines.db.connection import Connect
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import MergeResult, merge_rows
 from optima_pipelines.orchestration.queues import DIGITIZATION_SYNC, RNP_FINANCE_SYNC
 from optima_pipelines.settings import load_settings
 from optima_pipelines.sync.catalog import sync_cards
 from optima_pipelines.sync.report_file import IMPORT_COLUMNS, ParsedReport, header, parse_report_file, upload_path
-from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection, paged_load, sql_file
+from optima_pipelines.sync.runs import FeedLoad, SyncInput, finish, page_connection, paged_load, sql_file
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import ReportLine, WbClient

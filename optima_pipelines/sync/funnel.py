@@ -18,9 +18,10 @@ from datetime import date, timedelta
 
 import psycopg
 
+from optima_pipelines.db.connection import Connect
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import RNP_SECTIONS_SYNC
-from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection, paged_load
+from optima_pipelines.sync.runs import FeedLoad, SyncInput, finish, page_connection, paged_load
 from optima_pipelines.sync.state import get_state, save_cursor
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.wb import FunnelDay, FunnelProduct, WbClient

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from datetime import date
 
+from optima_pipelines.db.connection import Connect
 from optima_pipelines.load import merge_rows
 from optima_pipelines.orchestration.queues import INVENTORY_SYNC
-from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput, finish, page_connection
+from optima_pipelines.sync.runs import FeedLoad, SyncInput, finish, page_connection
 from optima_pipelines.timeutil import now_moscow, today_moscow
 from optima_pipelines.wb import Screening, Stock, WbClient, WbDeferred
 

@@ -26,11 +26,12 @@ from typing import Any
 import msgspec
 import psycopg
 
+from optima_pipelines.db.connection import Connect
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.load import merge_rows
 from optima_pipelines.logs import get_logger
 from optima_pipelines.orchestration.queues import KB_WB_NEWS_SYNC
-from optima_pipelines.sync.runs import Connect, FeedLoad, SyncInput
+from optima_pipelines.sync.runs import FeedLoad, SyncInput
 from optima_pipelines.timeutil import today_moscow
 from optima_pipelines.warehouse.cabinets import list_cabinets
 from optima_pipelines.wb import News, WbAuthError, WbClient, WbDeferred, WbUnavailable

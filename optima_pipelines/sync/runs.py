@@ -25,6 +25,7 @@ import psycopg
 from psycopg import sql
 
 from optima_pipelines.changes import FeedChange, iso_days
+from optima_pipelines.db.connection import Connect
 from optima_pipelines.db.sqlfiles import SqlFiles
 from optima_pipelines.errors import OptimaError
 from optima_pipelines.landing.store import sync_context
@@ -34,8 +35,6 @@ from optima_pipelines.operations.records import record_feed_sync
 from optima_pipelines.sync.state import mark_deferred, mark_success
 from optima_pipelines.wb import WbClient, WbDeferred
 from optima_pipelines.wb.screening import Screening
-
-Connect = Callable[[], psycopg.Connection]
 
 #: Triggers as materialization metadata and /metrics know them (docs/ARCHITECTURE.md).
 TRIGGERS = ("scheduled", "user_import", "backfill", "manual")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from datetime import date, timedelta
 
+import psycopg
 import pytest
 from dagster import MetadataValue
 
@@ -16,6 +17,7 @@ from optima_pipelines.mart.plan import (
     days_to_recompute,
     demands_from_changes,
     parse_cursor,
+    plan_reaggregation,
     plan_recomputes,
 )
 from optima_pipelines.sensors.rnp import parse_feed_event, run_request
@@ -113,6 +115,31 @@ def test_days_outside_the_partitions_are_reported_not_demanded():
     wanted = demands_from_changes([event], FIRST, LAST)
     assert wanted.demands == {("c1", LAST): {"rnp_finance"}}
     assert sorted(wanted.out_of_range) == [("c1", date(2024, 12, 31)), ("c1", LAST + timedelta(1))]
+
+
+def test_a_tick_plans_from_its_changes_when_the_watermarks_cannot_be_read():
+    """The watermarks' stale pairs only add to a tick's plan: when they cannot be read, the tick
+    still plans what its change records name, says why the rest waits, and names the cabinets that
+    have no partitions yet."""
+
+    def unreachable() -> psycopg.Connection:
+        raise psycopg.OperationalError("connection refused")
+
+    changes = [
+        change("wb_orders", "c1", D),
+        change("wb_orders", "c9", d(-1)),
+        change("wb_sales", "c1", date(2024, 1, 1)),
+    ]
+    plan = plan_reaggregation(unreachable, changes, ["c1", "c2"], FIRST, LAST)
+    assert plan.warnings == ["could not read the stale pairs: OperationalError: connection refused"]
+    assert (plan.named, plan.stale, plan.out_of_range) == (2, 0, [("c1", date(2024, 1, 1))])
+    assert plan.new_cabinets == ["c9"]
+    # Widened to one span (the recompute skips what did not change); c9 has no partitions to
+    # share a range with, so it gets its own run.
+    assert sorted(plan.recomputes, key=lambda r: r.cabinets) == [
+        Recompute(("c1",), d(-1), D, ("rnp_sales",)),
+        Recompute(("c9",), d(-1), D, ("rnp_sales",)),
+    ]
 
 
 def test_day_ranges():
