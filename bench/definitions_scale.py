@@ -5,13 +5,13 @@
 A deployment with ``--cabinets`` active cabinets (the cabinets table and the dynamic partition
 dimension), ``OPTIMA_PARTITIONS_START`` ``--days`` back, ``--events`` feed materializations in the
 event log (one increment's events per cabinet reported through Dagster's API, then multiplied by
-bulk SQL into the same table: the volume the re-aggregation sensor reads past) and ``--runs``
-finished runs with our tags. Measured in a fresh process (the partitions are declared at import):
+bulk SQL into the same table), that increment's РНП pairs due (``harness.report_increment``) and
+``--runs`` finished runs with our tags. Measured in a fresh process (the partitions are declared at import):
 
 - definitions load: ``import optima_pipelines.definitions`` and the repository resolved;
 - each sensor's and schedule's tick: every one ``definitions.py`` registers, evaluated as the
-  daemon does (``evaluate_tick``) with the deployment's instance and resources (median of 3); the re-aggregation sensor reads from a cursor
-  one increment behind (``--cabinets`` × 2 feeds × 2 days of events).
+  daemon does (``evaluate_tick``) with the deployment's instance and resources (median of 3); the
+  re-aggregation sensor plans the pairs one increment made due (``--cabinets`` × 2 days).
 
 Baselines, same run: the same process measurements on an empty deployment (one cabinet, no
 history, the default partitions start), and ``import dagster`` alone for the load time.
@@ -57,22 +57,15 @@ def child() -> None:
     repo.get_all_jobs()
     load_s = time.perf_counter() - started
 
-    from dagster import AssetKey, DagsterInstance, build_schedule_context, build_sensor_context
+    from dagster import DagsterInstance, build_schedule_context, build_sensor_context
 
     ticks: dict[str, float] = {}
     with DagsterInstance.get() as instance:
-        behind = int(os.environ["BENCH_EVENTS_BEHIND"])
-        cursor = {}
-        for feed in FEEDS:
-            records = instance.fetch_materializations(AssetKey(feed), limit=1).records
-            if records:
-                cursor[feed] = max(0, records[0].storage_id - behind // len(FEEDS))
         for sensor in repo.sensor_defs:
             timings = []
             for _ in range(3):
                 with build_sensor_context(
                     instance=instance,
-                    cursor=json.dumps(cursor) if sensor.name == "rnp_reaggregate_sensor" else None,
                     resources=RESOURCES,
                     definitions=defs,
                 ) as context:
@@ -93,9 +86,9 @@ def child() -> None:
     print(json.dumps({"dagster_import": dagster_s, "definitions": load_s, "ticks": ticks}))
 
 
-def measure_child(env: harness.Environment, events_behind: int) -> dict[str, Any]:
+def measure_child(env: harness.Environment) -> dict[str, Any]:
     code = "from bench.definitions_scale import child; child()"
-    variables = {**os.environ, **env.variables, "BENCH_EVENTS_BEHIND": str(events_behind)}
+    variables = {**os.environ, **env.variables}
     variables["PYTHONPATH"] = os.pathsep.join(filter(None, [str(harness.ROOT), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-c", code], env=variables, cwd=harness.ROOT, capture_output=True, text=True, timeout=1800
@@ -110,7 +103,7 @@ def fill(env: harness.Environment, cabinets: int, events: int, runs: int) -> Non
         ids = harness.add_offline_cabinets(env, instance, cabinets)
         with env.connect() as conn:
             harness.fill_runs(conn, f"dagster_{env.env}", runs, cabinets, in_flight=False)
-        harness.report_increment(instance, ids, FEEDS)
+        harness.report_increment(env, instance, ids, FEEDS)
     schema = f"dagster_{env.env}"
     # The oldest N materializations again, as new rows (new storage ids).
     copy_oldest = f"""INSERT INTO {schema}.event_logs (run_id, event, dagster_event_type, timestamp, step_key,
@@ -127,7 +120,7 @@ def fill(env: harness.Environment, cabinets: int, events: int, runs: int) -> Non
             if count >= events:
                 break
             conn.execute(copy_oldest, (events - count,))
-        # The newest increment last, as in production (the sensor's cursor is just behind it).
+        # The newest increment last, as in production.
         conn.execute(copy_oldest, (cabinets * len(FEEDS) * 2,))
         conn.execute(f"ANALYZE {schema}.event_logs")
 
@@ -136,17 +129,16 @@ def run(bench: Bench, opts: Any) -> None:
     from optima_pipelines.timeutil import today_moscow
 
     start = (today_moscow() - timedelta(days=opts.days)).isoformat()
-    behind = opts.cabinets * len(FEEDS) * 2
     with bench.environment("defsbase") as env:
         with env.connect() as conn:
             conn.execute("INSERT INTO cabinets (id, name) VALUES ('c0001', 'C0001')")
-        base = measure_child(env, behind)
+        base = measure_child(env)
     with bench.environment("defsscale", OPTIMA_PARTITIONS_START=start) as env:
         started = time.perf_counter()
         fill(env, opts.cabinets, opts.events, opts.runs)
         harness.say(f"  filled {opts.cabinets} cabinets, {opts.events:,} events, {opts.runs:,} runs in "
                     f"{time.perf_counter() - started:.0f} s")  # fmt: skip
-        scaled = measure_child(env, behind)
+        scaled = measure_child(env)
     size = f"{opts.cabinets} cabinets × {opts.days} days"
     bench.figure("definitions load (import + repository)", scaled["definitions"], "s",
                  baseline_name="import dagster alone", baseline=scaled["dagster_import"], higher_is_better=False,

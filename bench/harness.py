@@ -650,18 +650,29 @@ def add_offline_cabinets(env: Environment, instance: Any, count: int) -> list[st
     return ids
 
 
-def report_increment(instance: Any, cabinets: Sequence[str], feeds: Sequence[str]) -> None:
-    """One increment's feed materializations, as the feed runs report them: each cabinet's today and
-    yesterday of each feed."""
+def report_increment(env: Environment, instance: Any, cabinets: Sequence[str], feeds: Sequence[str]) -> None:
+    """One increment of each cabinet's today and yesterday of each feed, as the re-aggregation
+    planner and the UI see it: the watermarks the feeds' triggers bump (their РНП pairs due) and the
+    feed materializations the runs report."""
     from dagster import AssetKey, AssetMaterialization
 
+    from optima_pipelines.mart.plan import FEED_ROLLUP, MART
     from optima_pipelines.partitions import cabinet_day_key
     from optima_pipelines.timeutil import today_moscow
 
     today = today_moscow()
+    days = (today - timedelta(days=1), today)
+    tables = sorted({MART, *(t for f in feeds if (t := FEED_ROLLUP[f]))})
+    with env.connect() as conn:
+        conn.execute(
+            """INSERT INTO rnp_watermarks AS w (cabinet_id, table_name, day, changes)
+               SELECT c, t, d, 1 FROM unnest(%s::text[]) c, unnest(%s::text[]) t, unnest(%s::date[]) d
+               ON CONFLICT (cabinet_id, table_name, day) DO UPDATE SET changes = w.changes + 1""",
+            (list(cabinets), tables, list(days)),
+        )
     for cabinet in cabinets:
         for feed in feeds:
-            for day in (today - timedelta(days=1), today):
+            for day in days:
                 instance.report_runless_asset_event(
                     AssetMaterialization(
                         asset_key=AssetKey(feed),

@@ -16,7 +16,7 @@ recompute of every run it plans (``recompute_tables(..., force=True)`` per plann
   recomputes them, against the night without a backlog, measured in the same run. It then checks
   that no pair is stale any more (and fails otherwise).
 
-And the stale read alone (``sql/stale_pairs.sql``) against the read the plan always made
+And the read of the due pairs alone (``sql/due_pairs.sql``) against the read the plan always made
 (``sql/days_to_heal.sql``), at N cabinets.
 """
 
@@ -42,15 +42,21 @@ from optima_pipelines.mart.plan import (
     MERGE_WINDOW_DAYS,
     Demands,
     days_to_heal,
+    due_pairs,
     merge_sync_demands,
     plan_merge_sync,
     plan_recomputes,
     source_order_days,
-    stale_pairs,
 )
 from optima_pipelines.mart.recompute import TABLES, recompute_tables
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.timeutil import today_moscow
+
+
+def due(conn: psycopg.Connection, cabinets: list[str], first: date, last: date) -> dict[tuple[str, date], set[str]]:
+    """The pairs the watermarks say are due (the plan's read: ``mart.plan.due_pairs``)."""
+    return due_pairs(conn, first, last, cabinets).tables
+
 
 TITLE = "the nightly merge at N cabinets, with and without a backlog of stale days"
 OPTIONS = [
@@ -199,17 +205,17 @@ def run(bench: Bench, opts: Any) -> None:
         older = [d for d in older if d >= first]
         with connect(url, SCHEMA, autocommit=True) as conn:
             flipped = conn.execute(BACKLOG, {"days": older}).rowcount
-            stale_now = len(stale_pairs(conn, cabinets, first, today))
+            stale_now = len(due(conn, cabinets, first, today))
         harness.say(
             f"  backlog: {flipped:,} orders flipped behind the planner's back: {stale_now:,} stale (cabinet, day)s"
         )
         backlog = night(f"a backlog of {len(older)} stale days a cabinet", warehouse, url, cabinets, today, first)
         with connect(url, SCHEMA, autocommit=True) as conn:
-            left = stale_pairs(conn, cabinets, first, today)
+            left = due(conn, cabinets, first, today)
         if left:
             raise SystemExit(f"the nightly merge left {len(left):,} stale (cabinet, day)s, e.g. {sorted(left)[:3]}")
         harness.say("    after it no (cabinet, day) is stale")
-        stale_read = best_read(url, stale_pairs, cabinets, first, today)
+        stale_read = best_read(url, due, cabinets, first, today)
         heal_read = best_read(url, days_to_heal, cabinets, max(first, today - timedelta(HEAL_DAYS - 1)), today)
     load = harness.load_average()
     size = f"{opts.cabinets:,} cabinets"

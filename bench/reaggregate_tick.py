@@ -3,8 +3,9 @@
     python bench/reaggregate_tick.py [--cabinets 1000] [--rounds 2]
 
 A deployment with ``--cabinets`` cabinets (the dynamic partitions of two years of days) and only
-``rnp_reaggregate_sensor`` running. Each round reports one window's feed materializations (each
-cabinet's today and yesterday of wb_orders, wb_sales and ad_campaign_stats), then reads the
+``rnp_reaggregate_sensor`` running. Each round writes one window's increment (each cabinet's today
+and yesterday of wb_orders, wb_sales and ad_campaign_stats: the РНП pairs the feeds' triggers make
+due, and the feeds' materializations; ``harness.report_increment``), then reads the
 sensor's ticks from Dagster's tick storage: the tick that planned runs, how long it took and how
 many runs it created, and when those runs were created, started and ended. The tick creates its runs
 itself, so what a run's creation costs the daemon is what holds the sensor's next tick (issue 17:
@@ -30,7 +31,7 @@ from bench.harness import Bench, Option
 
 TITLE = "the re-aggregation sensor's tick, which creates its runs, after a window of N cabinets"
 OPTIONS = [
-    Option("cabinets", 1000, 50, "cabinets whose window's feed events the sensor reads"),
+    Option("cabinets", 1000, 50, "cabinets whose window's due pairs the sensor plans"),
     Option("rounds", 2, 1, "windows reported one after the other"),
 ]
 FEEDS = ("wb_orders", "wb_sales", "ad_campaign_stats")
@@ -63,8 +64,8 @@ def run(bench: Bench, opts: Any) -> None:
             seen: set[str] = set()
             for n in range(opts.rounds):
                 began = time.time()
-                harness.report_increment(stack.instance, cabinets, FEEDS)
-                harness.say(f"  round {n + 1}: {len(cabinets) * len(FEEDS) * 2:,} feed events reported")
+                harness.report_increment(env, stack.instance, cabinets, FEEDS)
+                harness.say(f"  round {n + 1}: {len(cabinets) * 2:,} (cabinet, day)s of {len(FEEDS)} feeds written")
 
                 def planned(began: float = began) -> Any:
                     done = [t for t in sensor_ticks(stack.instance) if t.timestamp >= began and t.run_ids]

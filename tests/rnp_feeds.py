@@ -206,6 +206,15 @@ def report_feed_event(
     )
 
 
+def due_days(conn: psycopg.Connection, cabinet: str, table: str) -> set[date]:
+    """The days of ``table`` the watermarks say are due for the cabinet (what the planner will recompute)."""
+    rows = conn.execute(
+        "SELECT day FROM rnp_watermarks WHERE cabinet_id = %s AND table_name = %s AND due_since IS NOT NULL",
+        (cabinet, table),
+    ).fetchall()
+    return {day for (day,) in rows}
+
+
 def rnp_rows(conn: psycopg.Connection, table: str, cabinet: str, day: date) -> dict[int, dict[str, Any]]:
     """``table``'s rows of a cabinet and day, by nm_id, as column → value."""
     cur = conn.execute(

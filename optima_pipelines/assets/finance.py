@@ -1,9 +1,9 @@
 """Finance: the realization report, by cabinet × Moscow day of the report line (the `rnp-finance-sync` queue),
 and the reports users upload (`import-user-report` requests).
 
-Every materialization of a ``wb_report_lines`` partition means "lines of this day changed" and
-carries ``affected_days``: the Moscow days of the changed lines' source orders (``srid`` →
-``wb_orders.day``, else the line's own day), which the РНП re-aggregation recomputes.
+Every materialization of a ``wb_report_lines`` partition means "lines of this day changed". The РНП
+places a line on the Moscow day of its source order (``srid`` → ``wb_orders.day``, else the line's
+own day: ``attributed_day``), and the watermarks make rnp_finance of that day due.
 """
 
 # No "from __future__ import annotations": Dagster reads op config and resource types from live annotations.
@@ -20,8 +20,8 @@ wb_report_lines = sync_partition_asset(
         fin.FEED: "WB's realization report (finance API `sales-reports/detailed`, daily reports): one row "
         "per report line with its money to the kopeck, in the partition of the line's own Moscow day "
         "(rrDate). Lines of reports users uploaded (`source = user_report`) sit beside them, each real line "
-        "once. Materializing a partition reloads that day's lines from WB; `affected_days` are the days of "
-        "the changed lines' source orders, which the РНП finance rollup recomputes.",
+        "once. Materializing a partition reloads that day's lines from WB; the РНП finance rollup places a line "
+        "on its source order's day (`attributed_day`) and recomputes the days whose lines changed.",
     },
     fin.sync_day,
     extra=lambda warehouse, cabinet_id, day: {"rows_in_day": rows_in_day(warehouse.connect, fin.FEED, cabinet_id, day)},

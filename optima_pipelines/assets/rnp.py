@@ -51,7 +51,7 @@ from optima_pipelines.mart.checks import (
     compare_covered_with_feeds,
     evaluate_checks,
 )
-from optima_pipelines.mart.plan import FEED_ROLLUP, MART, ROLLUPS, demands_from_changes
+from optima_pipelines.mart.plan import FEED_ROLLUP, MART, due_pairs
 from optima_pipelines.mart.recompute import TABLES, RecomputeStats, recompute_tables
 from optima_pipelines.operations.freshness import catching_up
 from optima_pipelines.operations.records import record_reaggregation
@@ -72,8 +72,9 @@ def _run_pairs(context: AssetExecutionContext | AssetCheckExecutionContext) -> l
     return [parse_cabinet_day_key(str(key)) for key in context.partition_keys]
 
 
-#: The run tag the re-aggregation sensor and the nightly merge set: when the oldest change their run
-#: answers was stored (ISO 8601, UTC). The re-aggregation lag metrics measure from it.
+#: The run tag the re-aggregation sensor sets: since when the longest-waiting pair it planned is due
+#: (the watermark's ``due_since``: the commit of the first feed write after its last recompute; ISO
+#: 8601, UTC). The re-aggregation lag metrics measure from it.
 TAG_SOURCE_EVENT_AT = "optima/source-event-at"
 #: ``all`` on a run: recompute every pair of the run, even those whose watermark says their feeds
 #: did not change (the nightly rnp-merge-sync sets it: it is the safety net; a person may set it).
@@ -137,20 +138,27 @@ def recompute_in_run(context: OpExecutionContext, warehouse: Warehouse, changes:
     four assets (``recompute_tables``, the same records and metadata), and records their
     materializations and the mart's checks as a run of ``rnp_recompute`` would: the seller sees the
     days in rnp_daily without waiting for the re-aggregation sensor's tick and a second run's start.
-    It is the import's ``SyncJobSpec.after_sync``: it takes the import's change records as they are.
+    It is the import's ``SyncJobSpec.after_sync``, called as its pages land.
 
-    The same pairs as the sensor asks for when it reads the import's materializations
-    (``demands_from_changes``). Their watermarks are then up to date, so the sensor requests nothing
-    for them. Any failure here is logged and left to the sensor (the import's data is committed)."""
-    today = today_moscow()
-    first_day = date.fromisoformat(load_settings().partitions_start)
-    # The records the sensor would read: the РНП's feeds, of days with a partition (emit_days records no other).
-    seen = [c for c in changes if c.feed in FEED_ROLLUP and c.day is not None and first_day <= c.day <= today]
-    wanted = demands_from_changes(seen, first_day, today)
-    pairs = sorted(wanted.demands)
+    The pairs are the ones the sensor would plan: the due pairs of the cabinets whose feeds the
+    import ``changes`` (``mart.plan.due_pairs``: whatever the import wrote, on whichever day). Their
+    watermarks are then up to date, so the sensor requests nothing for them. Any failure here is
+    logged and left to the sensor (the import's data is committed, the pairs stay due)."""
+    cabinets = sorted({c.cabinet_id for c in changes if c.feed in FEED_ROLLUP})
+    if not cabinets:
+        return
+    try:
+        with warehouse.connect() as conn:
+            due = due_pairs(conn, date.fromisoformat(load_settings().partitions_start), today_moscow(), cabinets)
+    except (psycopg.Error, OptimaError) as exc:
+        context.log.warning(
+            f"could not read what is due for {', '.join(cabinets)}: {exc}: the sensor will recompute it"
+        )
+        return
+    by_table = due.by_table()
+    pairs = by_table[MART]
     if not pairs:
         return
-    by_table = {t: [p for p in pairs if t in wanted.demands[p]] for t in ROLLUPS} | {MART: pairs}
     try:
         started_at = datetime.now(UTC)
         done = recompute_tables(warehouse.connect, by_table)

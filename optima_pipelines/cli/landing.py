@@ -43,9 +43,10 @@ def _landing() -> Landing:
 @click.option("--to", "last", default=None, help="Last Moscow day (YYYY-MM-DD). Default: today.")
 def replay_cmd(cabinet_id: str, feed: str, first: str, last: str | None) -> None:
     """Run the syncs again over the WB answers landed for CABINET on those days, in the order WB sent
-    them (the same decode and merge), then recompute the РНП days they changed. Sends nothing to WB.
+    them (the same decode and merge), then recompute the cabinet's РНП days left due. Sends nothing to WB.
     Prints a JSON summary."""
-    from optima_pipelines.mart.recompute import TABLES, recompute_tables
+    from optima_pipelines.mart.plan import MART, due_pairs
+    from optima_pipelines.mart.recompute import recompute_tables
     from optima_pipelines.resources.warehouse import Warehouse
 
     day_from, day_to = _day(first, "--from"), _day(last, "--to") if last else today_moscow()
@@ -65,9 +66,13 @@ def replay_cmd(cabinet_id: str, feed: str, first: str, last: str | None) -> None
                 first=day_from,
                 last=day_to,
             )
-        pairs = report.changed_pairs()
+        # What the replay's merges (or anything before them) left due of the cabinet's РНП.
+        with dep.connect() as conn:
+            first_day = date.fromisoformat(dep.settings.partitions_start)
+            by_table = due_pairs(conn, first_day, today_moscow(), [cabinet_id]).by_table()
+        pairs = by_table[MART]
         warehouse = Warehouse(database_url=dep.database_url, env=dep.settings.env)
-        stats = recompute_tables(warehouse.connect, dict.fromkeys(TABLES, pairs)) if pairs else {}
+        stats = recompute_tables(warehouse.connect, by_table) if pairs else {}
     summary = report.summary() | {
         "rnp_days_recomputed": len(pairs),
         "rnp_rows_changed": sum(s.rows_changed + s.rows_removed for s in stats.values()),

@@ -132,16 +132,6 @@ class ReplayReport:
     failed: list[str] = field(default_factory=list)
     runs: list[FeedLoad] = field(default_factory=list)
 
-    def changed_pairs(self) -> list[tuple[str, date]]:
-        """The (cabinet, day) pairs whose РНП the replayed merges affect (their days and the report
-        lines' source and left days)."""
-        days: set[date] = set()
-        for run in self.runs:
-            days |= run.changed_days | run.report_days
-            for more in (*run.affected.values(), *run.finance.values()):
-                days |= more
-        return sorted((self.cabinet_id, d) for d in days)
-
     def summary(self) -> dict[str, Any]:
         return {
             "cabinet": self.cabinet_id,

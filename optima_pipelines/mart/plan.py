@@ -1,23 +1,24 @@
-"""The re-aggregation planner: which (cabinet, day) partitions of which РНП tables a set of feed
-changes makes stale, and how they are batched into runs. Free of Dagster (a test holds it to that):
-sensors/rnp.py reads the event log and turns these plans into RunRequests; the nightly merge's plan
-is built here from what it reads in the warehouse (``plan_merge_sync``, ``sql/days_to_heal.sql``).
+"""The re-aggregation planner: which (cabinet, day) partitions of which РНП tables are due, and how
+they are batched into runs. Free of Dagster (a test holds it to that): sensors/rnp.py turns these
+plans into RunRequests; the nightly merge's plan is built here from what it reads in the warehouse
+(``plan_merge_sync``, ``sql/days_to_heal.sql``).
 
-Which days, following DESIGN.md §2 and the change record (``changes.FeedChange``, docs/ARCHITECTURE.md):
+**What is due is what the watermarks say** (``rnp_watermarks``, migrations 0012, 0015 and 0021): the
+feeds' triggers count every write, whoever writes (a load, a user's report file, a replay, a person in
+psql), on the (cabinet, day) of each РНП table it changes, and a recompute records the count it saw.
+A pair whose feeds changed after its last recompute, or that was never recomputed, is due
+(``due_pairs``), whatever any materialization said. That is the one change record the planner reads:
 
-| feed change | rollup | days recomputed |
-|---|---|---|
-| wb_orders / wb_sales, scheduled sync | rnp_sales | each materialized partition's day: the Moscow days of the orders and sales written |
-| wb_orders with ``finance_days`` | rnp_finance | the partition's day and its ``finance_days``: report lines of these orders move from there to the orders' day |
-| wb_orders / wb_sales, user import | rnp_sales | each materialized day: an import reports every day of [dateFrom, today] and every other day it touched |
-| wb_report_lines, finance sync or report import | rnp_finance | the change's ``affected_days`` (the days of the lines' source orders) and the partition's own day |
-| ad_campaign_stats | rnp_ads | each materialized day |
-| rnp_funnel_stats, stocks | (merge only) | each materialized day |
+| feed written | РНП tables due |
+|---|---|
+| wb_orders (a new, changed or deleted order) | rnp_sales and rnp_daily of its day (both days when WB re-dated it); the report lines it re-places count on theirs |
+| wb_sales | rnp_sales, rnp_daily of its day |
+| wb_report_lines | rnp_finance, rnp_daily of the day the line is placed on (its source order's day, else its own), before and after |
+| ad_campaign_stats | rnp_ads, rnp_daily |
+| rnp_funnel_stats, stocks | rnp_daily (the merge only) |
 
-The finance change's own day is recomputed too: a line whose source order arrived after it was
-first loaded moves from its own day to the order's, and the day it left must lose it. The other way
-round, an order that arrives after its report lines (or whose day changes) names in ``finance_days``
-the days its lines leave: rnp_finance of those and of the order's day is recomputed.
+The feeds' materializations (``changes.FeedChange``) stay what the UI shows of a load; the planner
+does not read them.
 
 Requests are batched: per cabinet, each rollup's days become ranges of consecutive days; cabinets
 with the same (range, rollups), adjacent in the dynamic partition order, share one run over the
@@ -28,11 +29,8 @@ change, so the few days and rollups a window's syncs touched, which differ from 
 become one span and one set of rollups, and a window of 1,000 cabinets is one run, not fifteen.
 The nightly merge's forced recompute is planned exactly.
 
-No stale day is left: every (cabinet, day) whose watermark says stale (``stale_pairs``: the feeds
-changed after its last recompute, which the checks report as "a re-aggregation is due") is added to
-the sensor's next plan and to the nightly merge's, whatever its age within the table partitions
-(a change the sensor never heard of, such as an order WB re-dated before loads reported the day it
-left, would otherwise wait for ever).
+No due day is left: the sensor plans every due pair of the partitions at each tick, whatever its
+age, and the nightly merge adds them to its window too.
 """
 
 from __future__ import annotations
@@ -42,14 +40,13 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 
 import psycopg
 
-from optima_pipelines.changes import FeedChange
 from optima_pipelines.db.connection import Connect
 from optima_pipelines.db.sqlfiles import SqlFiles
-from optima_pipelines.errors import InvalidInput, OptimaError
+from optima_pipelines.errors import InvalidInput
 from optima_pipelines.warehouse.table_partitions import covered_days, list_partitions
 
 ROLLUPS = ("rnp_sales", "rnp_ads", "rnp_finance")
@@ -64,8 +61,6 @@ FEED_ROLLUP: dict[str, str | None] = {
     "rnp_funnel_stats": None,
     "stocks": None,
 }
-#: Events read per feed per tick; the rest wait for the next tick (the cursor says where).
-MAX_EVENTS_PER_FEED = 5000
 #: What one run may recompute, in product-days (a cabinet's products × the days asked): 400 days of
 #: a cabinet of 5,000 products. One cabinet × 90 days × 5,000 products (450,000 rows) takes about
 #: 20 s to fill on the 2-core test machine (bench/rnp_recompute.py); a bigger rectangle is split so
@@ -82,48 +77,8 @@ HEAL_DAYS = 90
 statement = SqlFiles(__file__)
 
 
-# --- changes and days --------------------------------------------------------------------------
-
-
-def days_to_recompute(change: FeedChange) -> frozenset[date]:
-    """The Moscow days whose rollup this change makes stale: its own day and its affected_days."""
-    assert change.day is not None, f"{change.feed} is not a cabinet × day feed"
-    return frozenset({change.day, *change.affected_days})
-
-
 #: (cabinet, day) → rollups to recompute there (empty: the merge only). The merge always runs.
 Demands = dict[tuple[str, date], set[str]]
-
-
-@dataclass
-class DayDemands:
-    demands: Demands = field(default_factory=dict)
-    #: (cabinet, day) pairs asked for but outside the Dagster partitions (before
-    #: OPTIMA_PARTITIONS_START, or after today): there is no partition to request.
-    out_of_range: list[tuple[str, date]] = field(default_factory=list)
-
-
-def rollups_by_day(change: FeedChange) -> dict[date, set[str]]:
-    """The rollups this change makes stale, per Moscow day (an empty set: the merge only)."""
-    rollup = FEED_ROLLUP[change.feed]
-    out: dict[date, set[str]] = {day: {rollup} if rollup else set() for day in days_to_recompute(change)}
-    if change.finance_days:  # report lines move from these days to the partition's (the orders') day
-        for day in (change.day, *change.finance_days):
-            assert day is not None
-            out.setdefault(day, set()).add("rnp_finance")
-    return out
-
-
-def demands_from_changes(changes: Iterable[FeedChange], first_day: date, last_day: date) -> DayDemands:
-    """What these changes of the РНП's feeds (FEED_ROLLUP) ask to recompute, within [first_day, last_day]."""
-    result = DayDemands()
-    for change in changes:
-        for day, rollups in rollups_by_day(change).items():
-            if not first_day <= day <= last_day:
-                result.out_of_range.append((change.cabinet_id, day))
-                continue
-            result.demands.setdefault((change.cabinet_id, day), set()).update(rollups)
-    return result
 
 
 # --- batching ----------------------------------------------------------------------------------
@@ -295,7 +250,9 @@ def plan_recomputes(
 
 
 def parse_cursor(cursor: str | None) -> dict[str, int]:
-    """The sensor cursor: the last storage id read, per feed."""
+    """The sensor's cursor: a JSON object of names → integers (``planned_at``: when it last planned).
+    A cursor of the sensor's earlier versions (the last event read per feed) reads as one that never
+    planned."""
     if not cursor:
         return {}
     try:
@@ -304,16 +261,10 @@ def parse_cursor(cursor: str | None) -> dict[str, int]:
         raw = None
     if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, int) for k, v in raw.items()):
         raise InvalidInput(
-            f"cursor {cursor[:80]!r} is not a JSON object of feed → storage id; "
-            "clear it in the UI to read the feeds' events from the beginning"
+            f"cursor {cursor[:80]!r} is not a JSON object of names → integers; "
+            "clear it in the UI: the sensor then plans at its next tick"
         )
     return raw
-
-
-def tick_id(cursor: Mapping[str, int]) -> str:
-    # Run keys must differ between ticks (a sensor's run_key dedup is permanent, DESIGN.md §4.9)
-    # yet repeat when a tick is re-evaluated after a crash: the cursor the tick moves to is both.
-    return hashlib.sha1(json.dumps(cursor, sort_keys=True).encode()).hexdigest()[:12]
 
 
 # --- rnp-merge-sync (the nightly merge) --------------------------------------------------------
@@ -338,36 +289,54 @@ def merge_sync_demands(
     return demands
 
 
-def stale_pairs(
-    conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date
-) -> dict[tuple[str, date], set[str]]:
-    """(cabinet, day) → the РНП tables whose watermark says the pair is stale (sql/stale_pairs.sql),
-    within [first, last] and covered by rnp_daily's table partitions (the others' rows are dropped by
-    design and would be stale for ever)."""
-    if not cabinets:
-        return {}
+@dataclass
+class DuePairs:
+    """What the watermarks say is due (``due_pairs``)."""
+
+    #: (cabinet, day) → the РНП tables due there.
+    tables: dict[tuple[str, date], set[str]] = field(default_factory=dict)
+    #: Since when the longest-waiting pair is due (None: none is).
+    oldest: datetime | None = None
+    #: Names the watermarks' state read: the same state gives the same name (a sensor tick evaluated
+    #: again after a crash asks for the same runs), any change since a new one.
+    state: str = ""
+
+    def demands(self) -> Demands:
+        """The recompute a due pair needs: its due rollups (none: the merge alone, which always runs)."""
+        return {pair: {t for t in tables if t in ROLLUPS} for pair, tables in self.tables.items()}
+
+    def by_table(self) -> dict[str, list[tuple[str, date]]]:
+        """The pairs to recompute in one run, by РНП table (``mart.recompute.recompute_tables``): each
+        rollup's due pairs, and the merge of every due pair."""
+        pairs = sorted(self.tables)
+        return {t: [p for p in pairs if t in self.tables[p]] for t in ROLLUPS} | {MART: pairs}
+
+
+def due_pairs(conn: psycopg.Connection, first: date, last: date, cabinets: Sequence[str] | None = None) -> DuePairs:
+    """The pairs in [first, last] whose watermark says they are due (sql/due_pairs.sql: their feeds
+    changed after their last recompute, or they were never recomputed), of ``cabinets`` if given, and
+    covered by rnp_daily's table partitions (the others' rows are dropped by design and would be due
+    for ever)."""
     rows = conn.execute(
-        statement("stale_pairs"),
-        {"cabinets": list(cabinets), "first": first, "last": last, "tables": [*ROLLUPS, MART]},
+        statement("due_pairs"),
+        {
+            "cabinets": None if cabinets is None else list(cabinets),
+            "first": first,
+            "last": last,
+            "tables": [*ROLLUPS, MART],
+        },
     ).fetchall()
-    found: dict[tuple[str, date], set[str]] = {}
-    for cabinet, day, table in rows:
-        found.setdefault((cabinet, day), set()).add(table)
-    covered = covered_days(list_partitions(conn, MART), [d for _, d in found])
-    return {pair: tables for (pair, tables), ok in zip(found.items(), covered, strict=True) if ok}
-
-
-def stale_demands(stale: Mapping[tuple[str, date], set[str]]) -> Demands:
-    """The recompute a stale pair needs: its stale rollups (none: the merge alone, which always runs)."""
-    return {pair: {t for t in tables if t in ROLLUPS} for pair, tables in stale.items()}
-
-
-def add_demands(demands: Demands, more: Mapping[tuple[str, date], set[str]]) -> Demands:
-    """``demands`` with ``more`` added (the rollups of a pair in both are united)."""
-    out: Demands = {pair: set(wanted) for pair, wanted in demands.items()}
-    for pair, wanted in more.items():
-        out.setdefault(pair, set()).update(wanted)
-    return out
+    covered = covered_days(list_partitions(conn, MART), [day for _, day, *_ in rows])
+    due = DuePairs()
+    state = hashlib.sha1()
+    for (cabinet, day, table, changes, since), ok in zip(rows, covered, strict=True):
+        if not ok:
+            continue
+        due.tables.setdefault((cabinet, day), set()).add(table)
+        due.oldest = since if due.oldest is None else min(due.oldest, since)
+        state.update(f"{cabinet}|{day}|{table}|{changes};".encode())
+    due.state = state.hexdigest()[:12]
+    return due
 
 
 @dataclass
@@ -375,44 +344,32 @@ class ReaggregationPlan:
     """What one tick of the re-aggregation sensor asks for (``plan_reaggregation``)."""
 
     recomputes: list[Recompute]
-    #: (cabinet, day) pairs the change records named within the partitions, and those outside them.
-    named: int = 0
-    out_of_range: list[tuple[str, date]] = field(default_factory=list)
-    #: Pairs the watermarks call stale, added whatever the change records said.
-    stale: int = 0
-    #: Cabinets the change records name that have no partitions yet: the sensor adds them.
+    due: DuePairs
+    #: Cabinets with due pairs that have no partitions yet: the sensor adds them.
     new_cabinets: list[str] = field(default_factory=list)
-    #: What could not be read (the plan goes on without it: the nightly merge recomputes it at the latest).
-    warnings: list[str] = field(default_factory=list)
 
 
 def plan_reaggregation(
     connect: Connect,
-    changes: Iterable[FeedChange],
     cabinet_order: Sequence[str],
     first_day: date,
     today: date,
     *,
     products: Mapping[str, int] | None = None,
 ) -> ReaggregationPlan:
-    """The re-aggregation sensor's plan: the (cabinet, day) pairs the ``changes`` make stale within
-    [first_day, today] (``demands_from_changes``), widened into few rectangles (``widen``: the
-    recompute skips what did not change), plus every pair the watermarks call stale whatever the
-    changes said (``stale_pairs``, read through ``connect``), batched into runs (``plan_recomputes``)
-    over the dynamic partitions' ``cabinet_order``, sized by ``products``."""
-    wanted = demands_from_changes(changes, first_day, today)
-    plan = ReaggregationPlan([], named=len(wanted.demands), out_of_range=wanted.out_of_range)
-    plan.new_cabinets = sorted({c for c, _ in wanted.demands} - set(cabinet_order))
-    stale: dict[tuple[str, date], set[str]] = {}
-    try:
-        with connect() as conn:
-            stale = stale_pairs(conn, cabinet_order, first_day, today)
-    except (psycopg.Error, OptimaError) as exc:
-        plan.warnings.append(f"could not read the stale pairs: {exc.__class__.__name__}: {exc}")
-    plan.stale = len(stale)
-    demands = add_demands(widen(wanted.demands, cabinet_order), stale_demands(stale))
-    plan.recomputes = plan_recomputes(demands, cabinet_order, products=products)
-    return plan
+    """The re-aggregation sensor's plan: every pair of [first_day, today] the watermarks say is due
+    (``due_pairs``, read through ``connect``), widened into few rectangles (``widen``: the recompute
+    skips what did not change) and batched into runs (``plan_recomputes``) over the dynamic
+    partitions' ``cabinet_order``, sized by ``products``. A failed read raises: nothing is lost, the
+    pairs stay due."""
+    with connect() as conn:
+        due = due_pairs(conn, first_day, today)
+    demands = widen(due.demands(), cabinet_order)
+    return ReaggregationPlan(
+        recomputes=plan_recomputes(demands, cabinet_order, products=products),
+        due=due,
+        new_cabinets=sorted({c for c, _ in due.tables} - set(cabinet_order)),
+    )
 
 
 def days_to_heal(conn: psycopg.Connection, cabinets: Sequence[str], first: date, last: date) -> list[tuple[str, date]]:
@@ -440,14 +397,14 @@ def source_order_days(
 class MergeSyncPlan:
     demands: Demands
     healed: list[tuple[str, date]]
-    #: Pairs outside the window whose watermark said stale, recomputed with the window.
+    #: Pairs outside the window whose watermark said due, recomputed with the window.
     stale: list[tuple[str, date]] = field(default_factory=list)
 
 
 def plan_merge_sync(conn: psycopg.Connection, cabinets: Sequence[str], today: date, first_day: date) -> MergeSyncPlan:
     """Every rollup and the merge for the last MERGE_WINDOW_DAYS days of each cabinet, plus the
     days of the last HEAL_DAYS with orders and no rnp_daily rows, plus every day whose watermark
-    says stale, whatever its age (``stale_pairs``), plus the finance rollup of the days where
+    is due, whatever its age (``due_pairs``), plus the finance rollup of the days where
     report lines of the window belong (their source orders' days): a line whose order arrived
     after it leaves its own day and reaches its order's even if the sensor missed the order's
     event. Days without a table partition are left out: their rows are dropped by design, and
@@ -464,6 +421,6 @@ def plan_merge_sync(conn: psycopg.Connection, cabinets: Sequence[str], today: da
 
     healed = covered(candidates)
     window = {(c, today - timedelta(n)) for c in cabinets for n in range(MERGE_WINDOW_DAYS)}
-    stale = sorted(set(stale_pairs(conn, cabinets, first_day, today)) - window - set(healed))
+    stale = sorted(set(due_pairs(conn, first_day, today, cabinets).tables) - window - set(healed)) if cabinets else []
     demands = merge_sync_demands(cabinets, today, first_day, [*healed, *stale], covered(placed))
     return MergeSyncPlan(demands, healed, stale)

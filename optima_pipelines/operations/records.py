@@ -170,8 +170,8 @@ def record_reaggregation(
 ) -> None:
     """Record one finished re-aggregation of a РНП ``domain`` (rnp-sales, rnp-ads, rnp-finance, merge...).
 
-    ``source_event_at`` is when the change that asked for it was stored (the feed materialization's
-    timestamp): the lag metrics measure from there to ``finished_at``.
+    ``source_event_at`` is when the change that asked for it was made (since when the pair was due,
+    ``assets.rnp.TAG_SOURCE_EVENT_AT``): the lag metrics measure from there to ``finished_at``.
     """
     _name("domain", domain)
     started, finished = _common(

@@ -1,10 +1,10 @@
 """What a WB sync run records in Dagster: one materialization per partition its feeds changed.
 
 Every run that syncs (the jobs of jobs/wb_sync.py, a sweep's cabinets, the partition assets of
-assets/wb_sync.py) records what it changed here, with the metadata other domains read
+assets/wb_sync.py) records what it changed here, for the UI's lineage and partitions
 (docs/ARCHITECTURE.md): a `cabinet|day` partition gets its ``changes.FeedChange`` (rows_fetched /
-rows_inserted / rows_updated, trigger, request_id, affected_days...), a cabinet snapshot its load's
-total. sensors/rnp.py reads them back for the re-aggregation planner (mart/plan.py).
+rows_inserted / rows_updated, rows_left, trigger, request_id), a cabinet snapshot its load's total.
+The re-aggregation planner does not read them: it reads the watermarks (mart/plan.py).
 """
 
 from __future__ import annotations

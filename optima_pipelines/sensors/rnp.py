@@ -1,20 +1,19 @@
 """Re-aggregation of the РНП: the original's re-aggregate queue, RnpRecomputeService and rnp-merge-sync.
 
-The sensor reads new materializations of the WB feed assets from the event log, with one cursor
-per feed (DESIGN.md §4.10: ``@asset_sensor`` only sees the latest event), and requests the
-affected (cabinet, day) partitions of the matching rollup and of the merge ``rnp_daily``. Which
-days, and how they are batched into runs, is decided by the Dagster-free planner
-(optima_pipelines/mart/plan.py); this module reads the event log and the warehouse and turns the
-plans into RunRequests. A recompute skips the requested pairs whose feeds did not change since
-their last recompute (their watermark, mart/recompute.py), so asking twice costs nothing.
+The sensor asks the watermarks which (cabinet, day) pairs of which РНП tables are due (their feeds
+changed after their last recompute, or they were never recomputed: mart/plan.py, ``due_pairs``) and
+requests those partitions of the matching rollups and of the merge ``rnp_daily``, batched into runs
+by the Dagster-free planner (``plan_reaggregation``). The feeds' triggers keep the watermarks,
+whoever writes, so the sensor needs no event to learn of a change, and a change no event named is
+recomputed like any other. A recompute skips the requested pairs that are not due, so asking twice
+costs nothing.
 
-A failed read skips the tick without moving the cursor, so nothing is lost; and nothing the sensor
-does can fail an import (imports only log events). The nightly rnp-merge-sync (orchestration/cadences.py calls
-``merge_sync_requests``) recomputes the last three days of every active cabinet and heals any of
-the last 90 days that has orders but no rnp_daily rows, and every day whose watermark says stale
-(whatever its age: the sensor adds those to each plan too), which also covers missed ticks of its own
-schedule (Dagster schedules do not catch up, DESIGN.md §4.8); it also recomputes rnp_finance of
-the days where the three days' report lines belong (their source orders' days).
+A failed read skips the tick: the pairs stay due, nothing is lost, and nothing the sensor does can
+fail an import. The nightly rnp-merge-sync (orchestration/cadences.py calls ``merge_sync_requests``)
+recomputes the last three days of every active cabinet whatever the watermarks say, heals any of the
+last 90 days that has orders but no rnp_daily rows, and adds every due day, which also covers missed
+ticks of its own schedule (Dagster schedules do not catch up, DESIGN.md §4.8); it also recomputes
+rnp_finance of the days where the three days' report lines belong (their source orders' days).
 """
 
 from __future__ import annotations
@@ -22,16 +21,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
 
 import psycopg
 from dagster import (
     AssetKey,
-    AssetRecordsFilter,
     DagsterError,
-    DagsterInstance,
     DagsterRunStatus,
     RunRequest,
     RunsFilter,
@@ -44,18 +39,14 @@ from dagster import (
 from sqlalchemy.exc import SQLAlchemyError
 
 from optima_pipelines.assets.rnp import TAG_RECOMPUTE, TAG_SOURCE_EVENT_AT, rnp_recompute_job
-from optima_pipelines.changes import FeedChange
 from optima_pipelines.errors import InvalidInput, OptimaError
 from optima_pipelines.mart.plan import (
-    FEED_ROLLUP,
-    MAX_EVENTS_PER_FEED,
     MERGE_WINDOW_DAYS,
     Recompute,
     parse_cursor,
     plan_merge_sync,
     plan_reaggregation,
     plan_recomputes,
-    tick_id,
 )
 from optima_pipelines.orchestration.cadences import cadence, cadence_sensor, schedule_status
 from optima_pipelines.orchestration.queues import (
@@ -71,24 +62,13 @@ from optima_pipelines.partitions import (
     RANGE_END_TAG,
     RANGE_START_TAG,
     cabinet_day_key,
-    parse_cabinet_day_key,
 )
 from optima_pipelines.resources.warehouse import Warehouse
 from optima_pipelines.settings import load_settings
 from optima_pipelines.timeutil import MOSCOW, today_moscow
 from optima_pipelines.warehouse.cabinets import list_cabinets
 
-# --- events ----------------------------------------------------------------------------------
-
-
-def parse_feed_event(feed: str, partition: str | None, metadata: Mapping[str, Any]) -> FeedChange:
-    """The change record of a feed's materialization; raises InvalidInput naming what is wrong."""
-    if feed not in FEED_ROLLUP:
-        raise InvalidInput(f"{feed!r} is not a feed of the РНП (expected one of {', '.join(FEED_ROLLUP)})")
-    if not partition:
-        raise InvalidInput(f"{feed} materialization has no partition: expected 'CABINET|YYYY-MM-DD'")
-    cabinet_id, day = parse_cabinet_day_key(partition)
-    return FeedChange.from_metadata(feed, cabinet_id, day, metadata)
+# --- the sensor --------------------------------------------------------------------------------
 
 
 def run_request(recompute: Recompute, tags: Mapping[str, str], run_key: str) -> RunRequest:
@@ -103,46 +83,8 @@ def run_request(recompute: Recompute, tags: Mapping[str, str], run_key: str) -> 
     return RunRequest(run_key=run_key, asset_selection=asset_selection, tags={**tags, **range_tags})
 
 
-# --- the sensor --------------------------------------------------------------------------------
-
-
-@dataclass
-class FeedRead:
-    changes: list[FeedChange] = field(default_factory=list)
-    cursor: dict[str, int] = field(default_factory=dict)
-    #: Events that cannot be used, with why. Skipped (and logged), never retried forever.
-    rejected: list[str] = field(default_factory=list)
-    read: int = 0
-    #: When the oldest change read was stored (epoch seconds): the runs' lag is measured from it.
-    oldest_at: float | None = None
-
-
-def read_feed_events(instance: DagsterInstance, cursor: Mapping[str, int]) -> FeedRead:
-    """New materializations of every feed after the cursor, oldest first."""
-    out = FeedRead(cursor=dict(cursor))
-    for feed in FEED_ROLLUP:
-        records = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=AssetKey(feed), after_storage_id=cursor.get(feed)),
-            limit=MAX_EVENTS_PER_FEED,
-            ascending=True,
-        ).records
-        for record in records:
-            out.read += 1
-            out.cursor[feed] = record.storage_id
-            out.oldest_at = record.timestamp if out.oldest_at is None else min(out.oldest_at, record.timestamp)
-            mat = record.asset_materialization
-            if mat is None:
-                continue
-            try:
-                out.changes.append(parse_feed_event(feed, mat.partition, mat.metadata))
-            except InvalidInput as exc:
-                out.rejected.append(f"{feed} event {record.storage_id} (partition {mat.partition!r}): {exc}")
-    return out
-
-
-#: The sensor's runs not yet ended: while one is, new events wait (the cursor stays) and the tick
-#: after it ends plans one run (or a few: mart.plan's size limits) over everything that came
-#: meanwhile. Sweeps report their cabinets every few seconds; planned as they come, a window of 1,000
+#: The sensor's runs not yet ended: while one is, what is due waits, and the tick after it ends
+#: plans one run (or a few: mart.plan's size limits) over everything that came meanwhile. Sweeps report their cabinets every few seconds; planned as they come, a window of 1,000
 #: cabinets was three recompute runs a minute (bench/scale.py, issue 17). A user's import does not
 #: wait for this: it recomputes its own days in its run (assets/digitization.py).
 IN_FLIGHT = [
@@ -152,8 +94,8 @@ IN_FLIGHT = [
     DagsterRunStatus.STARTED,
 ]
 #: The cursor's key for when the sensor last planned (epoch seconds): it plans at most every
-#: OPTIMA_REAGGREGATE_EVERY_SECONDS, so that what a cadence window's sweeps report over a minute or
-#: more (in batches) is recomputed by a few runs, not by a run or two per tick.
+#: OPTIMA_REAGGREGATE_EVERY_SECONDS, so that what a cadence window's sweeps write over a minute or
+#: more is recomputed by a few runs, not by a run or two per tick.
 PLANNED_AT = "planned_at"
 #: How long the sensor's process keeps the cabinets' sizes it read (they change slowly).
 SIZES_TTL_SECONDS = 600.0
@@ -180,76 +122,64 @@ def cabinet_sizes(warehouse: Warehouse, cabinets: Sequence[str], day: date) -> d
     return sizes
 
 
-# A tick reads a few event-log rows per feed (262 ms at 1,000 cabinets with an increment of each
-# to read, bench/definitions_scale.py); a user's import does not wait for it (its run recomputes its days).
+# A tick reads the due watermarks by their partial index (bench/reaggregate_tick.py); a user's
+# import does not wait for it (its run recomputes its days).
 @cadence_sensor(
     cadence("rnp_reaggregate_sensor"),
     default_interval_seconds=15,
     job=rnp_recompute_job,
-    description="Re-aggregation: reads new materializations of the WB feeds from the event log and requests "
-    "the affected (cabinet, day) partitions of the matching РНП rollup and of rnp_daily, batched into "
-    "runs over rectangles of cabinets × consecutive days, at the re-aggregate priority.",
+    description="Re-aggregation: asks the watermarks which (cabinet, day) pairs of the РНП are due (their feeds "
+    "changed after their last recompute) and requests those partitions of the matching rollup and of rnp_daily, "
+    "batched into runs over rectangles of cabinets × consecutive days, at the re-aggregate priority.",
 )
 def rnp_reaggregate_sensor(context: SensorEvaluationContext, warehouse: Warehouse) -> SensorResult | SkipReason:
     try:
         cursor = parse_cursor(context.cursor)
     except InvalidInput as exc:
         return SkipReason(str(exc))
-    planned_at = cursor.pop(PLANNED_AT, 0)
+    planned_at = cursor.get(PLANNED_AT, 0)
     wait = planned_at + load_settings().reaggregate_every_seconds - time.time()
     if wait > 0:
-        return SkipReason(f"planned {time.time() - planned_at:.0f} s ago: new feed events wait {wait:.0f} s more")
+        return SkipReason(f"planned {time.time() - planned_at:.0f} s ago: what is due waits {wait:.0f} s more")
     try:
         pending = context.instance.get_runs_count(
             RunsFilter(job_name=rnp_recompute_job.name, statuses=IN_FLIGHT, tags={TAG_TRIGGER: "sensor"})
         )
         if pending:
-            return SkipReason(
-                f"{pending} re-aggregation run(s) of this sensor not ended yet: the new events wait for them"
-            )
-        read = read_feed_events(context.instance, cursor)
+            return SkipReason(f"{pending} re-aggregation run(s) of this sensor not ended yet: what is due waits")
         known = list(context.instance.get_dynamic_partitions(CABINETS_NAME))
     except (SQLAlchemyError, DagsterError, OSError) as exc:
-        # A failed read is never "no changes": the cursor stays, the next tick reads again.
-        return SkipReason(f"could not read the event log: {exc.__class__.__name__}: {str(exc)[:300]}")
-    for message in read.rejected:
-        context.log.warning(f"skipped {message}")
-    if not read.read:
-        return SkipReason("no new feed materializations")
-
+        return SkipReason(f"could not read Dagster's storage: {exc.__class__.__name__}: {str(exc)[:300]}")
+    today = today_moscow()
     first_day = date.fromisoformat(load_settings().partitions_start)
     try:
-        sizes = cabinet_sizes(warehouse, known, today_moscow() - timedelta(1))
+        sizes = cabinet_sizes(warehouse, known, today - timedelta(1))
     except (psycopg.Error, OptimaError) as exc:  # sized as unknown: smaller runs, nothing lost
         context.log.warning(f"could not read the cabinets' sizes: {exc.__class__.__name__}: {exc}")
         sizes = {}
-    plan = plan_reaggregation(warehouse.connect, read.changes, known, first_day, today_moscow(), products=sizes)
-    for message in plan.warnings:
-        context.log.warning(message)
-    if plan.out_of_range:
-        context.log.warning(
-            f"{len(plan.out_of_range)} (cabinet, day) pairs are outside the partitions "
-            f"[{first_day}, today] and were not requested, e.g. {plan.out_of_range[:3]}"
-        )
-    tick = tick_id(read.cursor)
+    try:
+        plan = plan_reaggregation(warehouse.connect, known, first_day, today, products=sizes)
+    except (psycopg.Error, OptimaError) as exc:
+        # A failed read is never "nothing due": the pairs stay due, the next tick reads again.
+        return SkipReason(f"could not read the watermarks: {exc.__class__.__name__}: {str(exc)[:300]}")
+    if not plan.recomputes:
+        return SkipReason("no (cabinet, day) pair of the РНП is due")
     tags = {**queue_tags(RE_AGGREGATE, priority=PRIORITY_REAGGREGATE), TAG_TRIGGER: "sensor"}
-    if read.oldest_at is not None:
-        tags[TAG_SOURCE_EVENT_AT] = datetime.fromtimestamp(read.oldest_at, UTC).isoformat()
-    requests = [run_request(r, tags, f"rnp:{tick}:{r.key}") for r in plan.recomputes]
-    # A feed partition of a cabinet the cabinet sensor has not added yet is added now, so that the
-    # new cabinet's РНП fills right after its first import.
+    if plan.due.oldest is not None:
+        tags[TAG_SOURCE_EVENT_AT] = plan.due.oldest.astimezone(UTC).isoformat()
+    # The run keys name the watermarks' state: a tick evaluated again after a crash asks for the same runs.
+    requests = [run_request(r, tags, f"rnp:{plan.due.state}:{r.key}") for r in plan.recomputes]
+    # A cabinet the cabinet sensor has not added yet gets its partitions now, so that the new
+    # cabinet's РНП fills right after its first import.
     new_cabinets = plan.new_cabinets
     context.log.info(
-        f"{read.read} feed events → {plan.named} (cabinet, day) partitions"
-        + (f" and {plan.stale} stale ones" if plan.stale else "")
-        + f" → {len(requests)} runs"
+        f"{len(plan.due.tables)} (cabinet, day) pairs due → {len(requests)} runs"
         + (f"; new cabinets {', '.join(new_cabinets)}" if new_cabinets else "")
     )
     return SensorResult(
         run_requests=requests,
-        cursor=json.dumps({**read.cursor, PLANNED_AT: int(time.time())} if requests else read.cursor, sort_keys=True),
+        cursor=json.dumps({PLANNED_AT: int(time.time())}),
         dynamic_partitions_requests=[CABINETS.build_add_request(new_cabinets)] if new_cabinets else None,
-        skip_reason=None if requests else "the new feed events name no partition to recompute",
     )
 
 

@@ -21,14 +21,12 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-import psycopg
-
 from optima_pipelines.db.connection import Connect
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.load import merge_rows
 from optima_pipelines.logs import get_logger
 from optima_pipelines.orchestration.queues import DIGITIZATION_SYNC
-from optima_pipelines.sync.runs import FeedLoad, SyncInput, note_stored, page_connection, sql_file
+from optima_pipelines.sync.runs import FeedLoad, SyncInput, note_stored, page_connection
 from optima_pipelines.sync.state import get_state, mark_deferred, mark_success, save_cursor
 from optima_pipelines.timeutil import MOSCOW, now_moscow
 from optima_pipelines.wb import Order, Page, Sale, WbClient, WbDeferred
@@ -164,8 +162,6 @@ def load_feed(
                 # and flagged, never where the next increment starts (it would ask WB for nothing).
                 present = page.present()
                 with conn.transaction():
-                    if feed is ORDERS:
-                        _note_moved_lines(conn, run, cabinet_id, rows)
                     run.merge += merge_rows(conn, feed.table, feed.columns, feed.key, rows, run_id=run_id)
                     run.screen(conn, page.screening)
                     if present:
@@ -201,21 +197,6 @@ def load_feed(
                 mark_success(conn, cabinet_id, cursor_feed, run_id)
             run.record(conn)
     return run
-
-
-def _note_moved_lines(
-    conn: psycopg.Connection, run: FeedLoad, cabinet_id: str, rows: Sequence[tuple[Any, ...]]
-) -> None:
-    """Before an orders page is merged: which report lines it moves to its orders' days, from where."""
-    if not rows:
-        return
-    srid, day = ORDERS.columns.index("srid"), ORDERS.columns.index("day")
-    moved = conn.execute(
-        sql_file("orders_moved_lines"),
-        {"cabinet_id": cabinet_id, "srids": [r[srid] for r in rows], "days": [r[day] for r in rows]},
-    ).fetchall()
-    for order_day, left_day in moved:
-        run.finance.setdefault(order_day, set()).add(left_day)
 
 
 class _Yield(Exception):

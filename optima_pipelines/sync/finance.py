@@ -17,13 +17,13 @@ and money) is stored once: the API's version wins, see migration 0007.
 
 Which days changed: a line belongs to the partition of its own day (``day``: rrDate for API lines;
 the sale date for uploaded ones, whose export has no operation date). The РНП attributes money to
-the Moscow day of the line's source order (``srid`` → ``wb_orders.day``, else the line's own day):
-those days are reported per partition as ``affected_days``.
+the Moscow day of the line's source order (``srid`` → ``wb_orders.day``, else the line's own day:
+``attributed_day``, migration 0015), and the watermarks make that day's rnp_finance due.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from datetime import date, timedelta
 
 import psycopg
@@ -66,17 +66,6 @@ def report_window(today: date | None = None) -> tuple[date, date]:
     """The nightly sync's days: the 14 days before today (today's report does not exist yet)."""
     today = today or today_moscow()
     return today - timedelta(days=WINDOW_DAYS), today - timedelta(days=1)
-
-
-def _changed_lines(conn: psycopg.Connection, cabinet_id: str, rrd_ids: Sequence[int]) -> list[tuple[date, date]]:
-    """(line day, source-order day) of the lines this transaction wrote among ``rrd_ids``."""
-    rows = conn.execute(sql_file("finance_changed_lines"), {"cabinet_id": cabinet_id, "rrd_ids": list(rrd_ids)})
-    return [(line_day, source_day) for line_day, source_day in rows.fetchall()]
-
-
-def _note_affected(run: FeedLoad, pairs: Iterable[tuple[date, date]]) -> None:
-    for line_day, source_day in pairs:
-        run.affected.setdefault(line_day, set()).add(source_day)
 
 
 def load_report(
@@ -134,7 +123,7 @@ def _with_api_counts(name: str) -> sql.Composed:
 
 
 def _store_api_page(conn: psycopg.Connection, run: FeedLoad, page: list[ReportLine]) -> None:
-    """Merge one page of API lines; drop the uploaded twins they replace; note the affected days."""
+    """Merge one page of API lines; drop the uploaded twins they replace."""
     if not page:
         return
     rows = [(run.cabinet_id, *line.copy_row()) for line in page]
@@ -150,8 +139,6 @@ def _store_api_page(conn: psycopg.Connection, run: FeedLoad, page: list[ReportLi
                 _with_api_counts("finance_drop_uploaded_twins"), {"cabinet_id": run.cabinet_id, "rrd_ids": rrd_ids}
             ).fetchall()
             run.deleted(line_day for line_day, _ in dropped)
-            _note_affected(run, dropped)
-        _note_affected(run, _changed_lines(conn, run.cabinet_id, rrd_ids))
 
 
 # -- Checking whose report it is, and writing it -------------------------------------------------
@@ -238,7 +225,6 @@ def import_report(
                 merge.updated += 1
                 merge.updated_by_day[day] += 1
         run.merge = merge
-        _note_affected(run, _changed_lines(conn, cabinet_id, [rrd_id for _, rrd_id, _ in written]))
         run.record(conn)
         conn.execute("DROP TABLE _report_upload")
     return run, known

@@ -3,10 +3,10 @@ and the bookkeeping they share.
 
 Every sync of one cabinet has one entry point, a ``Sync``: ``(SyncInput) -> list[FeedLoad]``
 (digitization, the finance report and uploads, ads, the funnel, the catalog, stocks). A ``FeedLoad``
-is what one feed did: rows fetched and merged per business day, rows removed, deferral, and the
-days whose РНП rollups the written rows affect (finance: ``affected``; orders: ``finance``), told
+is what one feed did: rows fetched and merged per business day, rows removed and deferral, told
 per day as ``changes.FeedChange`` records (``FeedLoad.changes``), which runs record as materializations
-and a user's import hands to its РНП recompute. Their run metadata, and
+(what the UI shows of a load; the РНП's planner reads the watermarks the feeds' triggers keep, not
+these). Their run metadata, and
 ``finish`` records them for /metrics (``operations.records.record_feed_sync``) in the transaction that
 also marks the sync state, so figures and state commit together. Loads run on a
 ``page_connection``: each page commits with its resume point in a transaction of its own.
@@ -96,10 +96,6 @@ class FeedLoad:
     fetched_by_day: Counter[date] = field(default_factory=Counter)
     deleted_by_day: Counter[date] = field(default_factory=Counter)
     rows_deleted: int = 0
-    #: Finance: line day -> the Moscow days of the changed lines' source orders (else the line's day).
-    affected: dict[date, set[date]] = field(default_factory=dict)
-    #: Orders: an order's day -> the days that report lines of the orders written there leave.
-    finance: dict[date, set[date]] = field(default_factory=dict)
     #: Days to report as changed even if no row of theirs changed (an import reports its whole period).
     report_days: set[date] = field(default_factory=set)
     #: Rows WB sent without their key: not stored (logged).
@@ -152,8 +148,6 @@ class FeedLoad:
             rows_left=self.merge.left_by_day.get(day, 0),
             trigger=trigger,
             request_id=request_id,
-            affected_days=tuple(self.affected.get(day, ())),
-            finance_days=tuple(self.finance.get(day, ())),
         )
 
     def changes(self, trigger: str, request_id: int | None = None) -> list[FeedChange]:

@@ -16,6 +16,7 @@ from optima_pipelines.resources.wb import WbApi
 from optima_pipelines.sync import finance as fin
 from optima_pipelines.sync.state import get_state
 from optima_pipelines.timeutil import today_moscow
+from tests.rnp_feeds import due_days
 from tests.wb_syncs import latest_storage_id, materializations, money, run_job, served, simulator, wait_until
 from wb_simulator import CabinetSpec
 
@@ -70,7 +71,7 @@ def day_sums(lines: dict[int, dict[str, Decimal]], days: dict[int, date]) -> dic
 
 
 def test_nightly_sync_equals_wb_to_the_kopeck_and_says_which_days_changed(wb, warehouse_conn, dagster_instance):
-    # The orders first: a line's source order decides its affected day.
+    # The orders first: a line's source order decides the day the РНП places it on.
     assert run_job("digitization_increment", dagster_instance, "c1").success
     first, last = fin.report_window()
 
@@ -85,7 +86,8 @@ def test_nightly_sync_equals_wb_to_the_kopeck_and_says_which_days_changed(wb, wa
     line_day = {line["rrdId"]: date.fromisoformat(line["rrDate"]) for line in raw}
     assert day_sums(ours, line_day) == day_sums(truth, line_day)
 
-    # One materialization per line day, with its counts and the days of the lines' source orders.
+    # One materialization per line day, with its counts; the РНП finance of the days of the lines'
+    # source orders (else their own days) is due.
     order_day = {o["srid"]: date.fromisoformat(o["date"][:10]) for o in wb.truth.orders("c1")}
     mats = materializations(dagster_instance, "wb_report_lines")
     per_day = Counter(line_day.values())
@@ -94,9 +96,10 @@ def test_nightly_sync_equals_wb_to_the_kopeck_and_says_which_days_changed(wb, wa
         meta = mats[f"c1|{day}"]
         assert (meta["rows_fetched"], meta["rows_inserted"], meta["rows_updated"]) == (count, count, 0)
         assert meta["trigger"] == "scheduled"
-        expected = {order_day.get(line["srid"], day) for line in raw if line_day[line["rrdId"]] == day}
-        assert meta["affected_days"] == sorted(d.isoformat() for d in expected)
-        assert len(expected) > 1  # sales of a day come from orders of earlier days
+        placed = {order_day.get(line["srid"], day) for line in raw if line_day[line["rrdId"]] == day}
+        assert len(placed) > 1  # sales of a day come from orders of earlier days
+    placed = {order_day.get(line["srid"], line_day[line["rrdId"]]) for line in raw}
+    assert due_days(warehouse_conn, "c1", "rnp_finance") == placed
 
     # Again: nothing changes, nothing is reported as changed.
     mark = latest_storage_id(dagster_instance)

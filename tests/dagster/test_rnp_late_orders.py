@@ -19,8 +19,8 @@ from optima_pipelines.sensors.rnp import rnp_reaggregate_sensor
 from optima_pipelines.timeutil import today_moscow
 from tests.dagster.test_rnp_checks import evaluations
 from tests.dagster.test_rnp_merge_sync import nightly as nightly_requests
-from tests.rnp_feeds import execute_request, run_range
-from tests.wb_syncs import materializations, run_job, served, simulator
+from tests.rnp_feeds import due_days, execute_request, run_range
+from tests.wb_syncs import run_job, served, simulator
 from wb_simulator import CabinetSpec
 
 
@@ -90,9 +90,12 @@ def test_lines_synced_before_their_orders_move_to_the_orders_days(wb, warehouse_
 
     assert run_job("digitization_increment", dagster_instance, "c1").success
     assert moved_lines(warehouse_conn) > 100  # sales are paid days after the order
-    # The orders' materializations name the days their lines leave (the finance_days metadata).
-    orders = materializations(dagster_instance, "wb_orders")
-    assert any(meta.get("finance_days") for meta in orders.values())
+    # The days the lines leave and the orders' days they reach are due for the finance rollup.
+    moves = warehouse_conn.execute(
+        "SELECT DISTINCT l.day, o.day FROM wb_report_lines l JOIN wb_orders o USING (cabinet_id, srid)"
+        " WHERE o.day <> l.day"
+    ).fetchall()
+    assert {d for move in moves for d in move} <= due_days(warehouse_conn, "c1", "rnp_finance")
     assert sensor.tick() > 0
     assert_payout_right_every_day(warehouse_conn, dagster_instance)
 
@@ -137,6 +140,6 @@ def test_the_nightly_merge_re_places_the_lines_of_its_days_when_the_sensor_misse
     nightly = nightly_requests(dagster_instance, database_url, optima_env, today)
     for request in nightly:
         execute_request(dagster_instance, request)
-    # The orders' own days outside the window keep their stale orders figures until the next event
-    # there (only the sensor knows which orders changed); their finance is right.
-    assert_payout_right_every_day(warehouse_conn, dagster_instance, only_check="payout_matches_finance_lines")
+    # The orders' own days outside the window are due too: the night recomputes them with the window,
+    # and every check of every day passes.
+    assert_payout_right_every_day(warehouse_conn, dagster_instance)

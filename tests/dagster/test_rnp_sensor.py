@@ -1,11 +1,11 @@
-"""The re-aggregation sensor on a real instance: events in, exactly the affected partitions out."""
+"""The re-aggregation sensor on a real instance: feeds written, exactly the due partitions out."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from dagster import AssetKey, AssetMaterialization, DagsterEventType, SensorResult, SkipReason, build_sensor_context
+from dagster import AssetKey, DagsterEventType, SensorResult, SkipReason, build_sensor_context
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -16,6 +16,7 @@ from tests.rnp_feeds import (
     TODAY,
     add_ad_stat,
     add_cabinets,
+    add_funnel,
     add_order,
     add_report_line,
     add_sale,
@@ -65,38 +66,33 @@ def planned(result: SensorResult) -> set[tuple[tuple[str, ...], str, str]]:
     return out
 
 
-def test_events_request_every_affected_partition_of_the_matching_rollups(dagster_instance, warehouse_conn):
+def test_what_the_feeds_wrote_is_requested_with_the_matching_rollups(dagster_instance, warehouse_conn):
+    """Rows written to the feeds (here by plain SQL, as a person in psql would: the feeds' triggers
+    count them) make their (cabinet, day) pairs due; one tick requests them, batched."""
     add_cabinets(dagster_instance, "c0", "c1", "c2")
     conn = warehouse_conn
     d0, d1, d3, d25 = TODAY, days_ago(1), days_ago(3), days_ago(25)
     for cabinet in ("c1", "c2"):
         add_order(conn, cabinet, f"{cabinet}-a", d1, 7, "100.00")
         add_order(conn, cabinet, f"{cabinet}-b", d0, 7, "200.00")
-        for day in (d1, d0):
-            report_feed_event(dagster_instance, "wb_orders", cabinet, day)
     add_order(conn, "c1", "c1-old", d25, 8, "300.00")
     add_sale(conn, "c1", "S1", "c1-x", d3, 7, "90.00")
-    report_feed_event(dagster_instance, "wb_sales", "c1", d3)
     add_ad_stat(conn, "c1", 1, d0, 7, views=10, clicks=1, spend="5.00")
-    report_feed_event(dagster_instance, "ad_campaign_stats", "c1", d0)
-    # The finance report: a line of day -2 whose order is of day -25.
+    # The finance report: a line of day -2 whose order is of day -25, where the РНП places it.
     add_report_line(conn, "c1", 1, days_ago(2), 8, srid="c1-old", for_pay="250.00")
-    report_feed_event(dagster_instance, "wb_report_lines", "c1", days_ago(2), affected_days=[d25])
     add_stock(conn, "c0", d0, 7, 1, 1, 4)
-    report_feed_event(dagster_instance, "stocks", "c0", d0)
 
     result = tick(dagster_instance)
     assert isinstance(result, SensorResult)
-    sales, ads, fin = (("rnp_sales", "rnp_daily"), ("rnp_ads", "rnp_daily"), ("rnp_finance", "rnp_daily"))
+    sales, ads = ("rnp_sales", "rnp_daily"), ("rnp_ads", "rnp_daily")
     assert planned(result) == {
         # c2's last two days and c0's today, widened into one rectangle with c1 between them in the
         # partition order (each pair's watermark skips what did not change)...
         (sales, f"c0|{d1}", f"c2|{d0}"),
-        # ... and what c1's changes ask for beyond that: its days span three weeks, planned exactly.
+        # ... and what c1's writes made due beyond that: its days span three weeks, planned exactly.
         (sales, f"c1|{d3}", f"c1|{d3}"),
         (ads, f"c1|{d0}", f"c1|{d0}"),
-        (fin, f"c1|{days_ago(2)}", f"c1|{days_ago(2)}"),
-        (fin, f"c1|{d25}", f"c1|{d25}"),
+        (("rnp_sales", "rnp_finance", "rnp_daily"), f"c1|{d25}", f"c1|{d25}"),
     }
     for request in result.run_requests or []:
         assert request.tags["optima/queue"] == "re-aggregate"
@@ -108,32 +104,43 @@ def test_events_request_every_affected_partition_of_the_matching_rollups(dagster
     # c1's today is merged twice (after its sales and after its ads, in two runs): harmless, not extra days.
     assert set(materialized_partitions(dagster_instance, "rnp_daily", before)) == {
         f"c0|{d1}",
+        f"c0|{d0}",
         f"c1|{d1}",
         f"c1|{d0}",
         f"c2|{d1}",
         f"c2|{d0}",
         f"c1|{d3}",
-        f"c1|{days_ago(2)}",
         f"c1|{d25}",
-        f"c0|{d0}",
     }
-    assert materialized_partitions(dagster_instance, "rnp_finance", before) == sorted(
-        [f"c1|{days_ago(2)}", f"c1|{d25}"]
-    )
+    assert materialized_partitions(dagster_instance, "rnp_finance", before) == [f"c1|{d25}"]
     assert rnp_rows(conn, "rnp_daily", "c1", d25)[8]["payout"] == 250
     assert rnp_rows(conn, "rnp_daily", "c2", d0)[7]["orders_sum"] == 200
     assert rnp_rows(conn, "rnp_daily", "c0", d0)[7]["stock_qty"] == 4
 
-    # Restarting from the returned cursor: nothing is requested twice.
+    # Everything recomputed is up to date: the next tick asks for nothing.
     again = tick(dagster_instance, result.cursor)
-    assert isinstance(again, SkipReason) and "no new feed materializations" in str(again.skip_message)
+    assert isinstance(again, SkipReason) and "no (cabinet, day) pair of the РНП is due" in str(again.skip_message)
+
+
+def test_a_materialization_alone_asks_for_nothing_and_a_write_no_event_named_is_recomputed(
+    dagster_instance, warehouse_conn
+):
+    """What is due is what the feeds' triggers counted, not what the feeds' materializations say: an
+    event with no write behind it plans nothing, and a write no event named (a user's report file,
+    a person in psql) is planned as any other."""
+    add_cabinets(dagster_instance, "c1")
+    report_feed_event(dagster_instance, "wb_sales", "c1", TODAY)
+    assert isinstance(tick(dagster_instance), SkipReason)
+    add_order(warehouse_conn, "c1", "o1", days_ago(4), 42, "100.00")
+    result = tick(dagster_instance)
+    assert isinstance(result, SensorResult)
+    assert planned(result) == {(("rnp_sales", "rnp_daily"), f"c1|{days_ago(4)}", f"c1|{days_ago(4)}")}
 
 
 def test_import_then_a_late_cancellation_recomputes_only_that_day(dagster_instance, warehouse_conn):
     add_cabinets(dagster_instance, "c1")
     for n in range(30):
         add_order(warehouse_conn, "c1", f"o{n}", days_ago(n), 42, "100.00")
-        report_feed_event(dagster_instance, "wb_orders", "c1", days_ago(n), trigger="user_import", request_id=7)
     first = tick(dagster_instance)
     assert isinstance(first, SensorResult)
     # A 30-day user import: one run over the 30 partitions, not 30 (or 60) runs.
@@ -143,7 +150,6 @@ def test_import_then_a_late_cancellation_recomputes_only_that_day(dagster_instan
 
     # An increment brings the cancellation of the order placed 20 days ago.
     add_order(warehouse_conn, "c1", "o20", days_ago(20), 42, "100.00", is_cancel=True)
-    report_feed_event(dagster_instance, "wb_orders", "c1", days_ago(20))
     second = tick(dagster_instance, first.cursor)
     assert isinstance(second, SensorResult)
     assert planned(second) == {(("rnp_sales", "rnp_daily"), f"c1|{days_ago(20)}", f"c1|{days_ago(20)}")}
@@ -171,19 +177,16 @@ def test_a_check_that_fails_as_stale_heals_with_the_next_re_aggregation(dagster_
     old, d1 = days_ago(20), days_ago(1)
     add_order(warehouse_conn, "c1", "o-old", old, 42, "100.00")
     add_order(warehouse_conn, "c1", "o-new", d1, 42, "300.00")
-    for day in (old, d1):
-        report_feed_event(dagster_instance, "wb_orders", "c1", day)
     first = tick(dagster_instance)
     assert isinstance(first, SensorResult)
     for request in first.run_requests or []:
         execute_request(dagster_instance, request)
-    # The order of 20 days ago moves to yesterday, and no event names the day it left (what the
-    # loads did before they reported both days): a recompute of yesterday alone checks 20 days ago as stale.
+    # The order of 20 days ago moves to yesterday (WB re-dated it; no event names the day it left):
+    # a recompute of yesterday alone would check 20 days ago as stale.
     warehouse_conn.execute("UPDATE wb_orders SET day = %s WHERE srid = 'o-old'", (d1,))
-    report_feed_event(dagster_instance, "wb_orders", "c1", d1)
     second = tick(dagster_instance, first.cursor)
     assert isinstance(second, SensorResult)
-    # The next plan holds the stale day 20 days ago as well as yesterday's event.
+    # The next plan holds both days: the watermarks counted the day it left as well as the day it reached.
     partitions = {p for request in second.run_requests or [] for p in (request.partition_key,) if p} | {
         request.tags.get("dagster/asset_partition_range_start") for request in second.run_requests or []
     }
@@ -197,25 +200,8 @@ def test_a_check_that_fails_as_stale_heals_with_the_next_re_aggregation(dagster_
     assert rnp_rows(warehouse_conn, "rnp_daily", "c1", d1)[42]["orders_count"] == 2
 
 
-def test_bad_events_are_skipped_and_the_others_go_on(dagster_instance, warehouse_conn):
-    add_cabinets(dagster_instance, "c1")
-    dagster_instance.report_runless_asset_event(AssetMaterialization(asset_key=AssetKey("wb_orders")))  # no partition
-    dagster_instance.report_runless_asset_event(
-        AssetMaterialization(
-            asset_key=AssetKey("wb_report_lines"), partition=f"c1|{TODAY}", metadata={"affected_days": "[1"}
-        )
-    )
-    report_feed_event(dagster_instance, "wb_sales", "c1", TODAY)
-    result = tick(dagster_instance)
-    assert isinstance(result, SensorResult)
-    assert planned(result) == {(("rnp_sales", "rnp_daily"), f"c1|{TODAY}", f"c1|{TODAY}")}
-    # The bad events are behind the cursor: they are reported once, not retried forever.
-    assert isinstance(tick(dagster_instance, result.cursor), SkipReason)
-
-
 def test_a_new_cabinets_first_import_adds_its_partitions_and_fills_its_rnp(dagster_instance, warehouse_conn):
     add_order(warehouse_conn, "fresh", "f1", TODAY, 5, "10.00")
-    report_feed_event(dagster_instance, "wb_orders", "fresh", TODAY, trigger="user_import")
     result = tick(dagster_instance)
     assert isinstance(result, SensorResult)
     [add] = result.dynamic_partitions_requests or []
@@ -225,18 +211,17 @@ def test_a_new_cabinets_first_import_adds_its_partitions_and_fills_its_rnp(dagst
     assert rnp_rows(warehouse_conn, "rnp_daily", "fresh", TODAY)[5]["orders_count"] == 1
 
 
-def test_a_failed_read_skips_the_tick_and_loses_nothing(dagster_instance, warehouse_conn, optima_env):
+def test_a_failed_read_skips_the_tick_and_loses_nothing(dagster_instance, warehouse_conn):
     add_cabinets(dagster_instance, "c1")
-    report_feed_event(dagster_instance, "wb_orders", "c1", TODAY)
-    storage = f"dagster_{optima_env}"
-    warehouse_conn.execute(f"ALTER TABLE {storage}.event_logs RENAME TO event_logs_away")
+    add_order(warehouse_conn, "c1", "o1", TODAY, 42, "100.00")
+    warehouse_conn.execute("ALTER TABLE rnp_watermarks RENAME TO rnp_watermarks_away")
     try:
         failed = tick(dagster_instance)
     finally:
-        warehouse_conn.execute(f"ALTER TABLE {storage}.event_logs_away RENAME TO event_logs")
+        warehouse_conn.execute("ALTER TABLE rnp_watermarks_away RENAME TO rnp_watermarks")
     assert isinstance(failed, SkipReason)
-    assert "could not read the event log" in str(failed.skip_message)
-    retried = tick(dagster_instance)  # the cursor did not move: the event is still there
+    assert "could not read the watermarks" in str(failed.skip_message)
+    retried = tick(dagster_instance)  # the pair is still due
     assert isinstance(retried, SensorResult)
     assert planned(retried) == {(("rnp_sales", "rnp_daily"), f"c1|{TODAY}", f"c1|{TODAY}")}
 
@@ -247,9 +232,12 @@ def test_a_bad_cursor_is_named(dagster_instance):
 
 
 @pytest.mark.parametrize("feed", ["rnp_funnel_stats", "stocks"])
-def test_funnel_and_stock_events_rerun_only_the_merge(dagster_instance, feed):
+def test_funnel_and_stock_writes_rerun_only_the_merge(dagster_instance, warehouse_conn, feed):
     add_cabinets(dagster_instance, "c1")
-    report_feed_event(dagster_instance, feed, "c1", days_ago(1))
+    if feed == "stocks":
+        add_stock(warehouse_conn, "c1", days_ago(1), 7, 1, 1, 4)
+    else:
+        add_funnel(warehouse_conn, "c1", days_ago(1), 7, opens=10, carts=2)
     result = tick(dagster_instance)
     assert isinstance(result, SensorResult)
     assert planned(result) == {(("rnp_daily",), f"c1|{days_ago(1)}", f"c1|{days_ago(1)}")}
@@ -258,12 +246,11 @@ def test_funnel_and_stock_events_rerun_only_the_merge(dagster_instance, feed):
 def test_a_re_aggregation_through_the_sensor_shows_in_metrics_with_its_lag(
     dagster_instance, warehouse_conn, database_url, settings
 ):
-    """The seed's optima_reaggregate_* figures come from real recomputes: a 30-day import's events, the
+    """The seed's optima_reaggregate_* figures come from real recomputes: a 30-day import's rows, the
     sensor's run, then a scrape of /metrics."""
     add_cabinets(dagster_instance, "c1")
     for n in range(30):
         add_order(warehouse_conn, "c1", f"o{n}", days_ago(n), 42, "100.00")
-        report_feed_event(dagster_instance, "wb_orders", "c1", days_ago(n), trigger="user_import")
     result = tick(dagster_instance)
     assert isinstance(result, SensorResult)
     [request] = result.run_requests or []
@@ -278,7 +265,7 @@ def test_a_re_aggregation_through_the_sensor_shows_in_metrics_with_its_lag(
         assert figure("optima_reaggregate_requests_total", domain=domain, status="success") == 1, domain
         assert figure("optima_reaggregate_partitions_requested_total", domain=domain) == 30, domain
         assert figure("optima_reaggregate_partitions_recomputed_total", domain=domain) == 30, domain
-        # Measured from when the oldest event the sensor read was stored to the recompute's end.
+        # Measured from when the longest-waiting pair became due to the recompute's end.
         assert figure("optima_reaggregate_lag_seconds_count", domain=domain) == 1, domain
         assert 0 < figure("optima_reaggregate_lag_seconds_sum", domain=domain) < 600, domain
     assert figure("optima_reaggregate_requests_total", domain="rnp-finance", status="success") is None
@@ -311,12 +298,12 @@ def test_a_recompute_the_database_refuses_fails_at_once_with_the_cause_and_is_co
 
 
 @pytest.mark.parametrize("status", ["QUEUED", "STARTED"])
-def test_while_its_last_run_has_not_ended_new_events_wait_and_are_then_planned_together(
+def test_while_its_last_run_has_not_ended_what_is_due_waits_and_is_then_planned_together(
     dagster_instance, warehouse_conn, optima_env, status
 ):
-    """Sweeps materialize many cabinets at once: rather than a run per plan while the sensor's last
-    run waits or works, the events wait (the cursor stays) and the tick after it ends plans one run
-    over all of them. Runs the sensor did not launch (the nightly merge, a backfill) hold nothing."""
+    """Sweeps write many cabinets at once: rather than a run per plan while the sensor's last run
+    waits or works, what became due waits and the tick after it ends plans one run over all of it.
+    Runs the sensor did not launch (the nightly merge, a backfill) hold nothing."""
     import uuid
 
     from dagster import DagsterRun
@@ -332,14 +319,14 @@ def test_while_its_last_run_has_not_ended_new_events_wait_and_are_then_planned_t
         return run.run_id
 
     nightly = run_of("schedule")
-    report_feed_event(dagster_instance, "wb_orders", "c1", TODAY)
+    add_order(warehouse_conn, "c1", "o1", TODAY, 42, "100.00")
     first = tick(dagster_instance)
     assert isinstance(first, SensorResult) and planned(first) == {
         (("rnp_sales", "rnp_daily"), f"c1|{TODAY}", f"c1|{TODAY}")
     }
     mine = run_of("sensor")
-    report_feed_event(dagster_instance, "wb_orders", "c2", TODAY)
-    report_feed_event(dagster_instance, "ad_campaign_stats", "c1", TODAY)
+    add_order(warehouse_conn, "c2", "o2", TODAY, 42, "100.00")
+    add_ad_stat(warehouse_conn, "c1", 1, TODAY, 42, views=10)
     held = tick(dagster_instance, first.cursor)
     assert isinstance(held, SkipReason) and "not ended yet" in str(held.skip_message)
     for run_id in (mine, nightly):
@@ -349,21 +336,23 @@ def test_while_its_last_run_has_not_ended_new_events_wait_and_are_then_planned_t
     assert planned(together) == {(("rnp_sales", "rnp_ads", "rnp_daily"), f"c1|{TODAY}", f"c2|{TODAY}")}
 
 
-def test_the_sensor_plans_at_most_once_a_minute_and_what_came_meanwhile_goes_together(dagster_instance, monkeypatch):
-    """OPTIMA_REAGGREGATE_EVERY_SECONDS: a window's sweeps report their cabinets in batches; the
-    events after a plan wait for the interval (the cursor stays) and are then planned together."""
+def test_the_sensor_plans_at_most_once_a_minute_and_what_came_meanwhile_goes_together(
+    dagster_instance, warehouse_conn, monkeypatch
+):
+    """OPTIMA_REAGGREGATE_EVERY_SECONDS: a window's sweeps write their cabinets over a minute or more;
+    what becomes due after a plan waits for the interval and is then planned together."""
     monkeypatch.setenv("OPTIMA_REAGGREGATE_EVERY_SECONDS", "60")
     add_cabinets(dagster_instance, "c1", "c2")
-    report_feed_event(dagster_instance, "wb_orders", "c1", TODAY)
+    add_order(warehouse_conn, "c1", "o1", TODAY, 42, "100.00")
     first = tick(dagster_instance)
     assert isinstance(first, SensorResult) and planned(first) == {
         (("rnp_sales", "rnp_daily"), f"c1|{TODAY}", f"c1|{TODAY}")
     }
-    report_feed_event(dagster_instance, "wb_orders", "c2", TODAY)
-    report_feed_event(dagster_instance, "ad_campaign_stats", "c1", TODAY)
+    add_order(warehouse_conn, "c2", "o2", TODAY, 42, "100.00")
+    add_ad_stat(warehouse_conn, "c1", 1, TODAY, 42, views=10)
     held = tick(dagster_instance, first.cursor)
     assert isinstance(held, SkipReason) and "wait" in str(held.skip_message)
-    # A minute later (the cursor says when it planned): both events in one plan, nothing lost.
+    # A minute later (the cursor says when it planned): both writes in one plan, nothing lost.
     cursor = json.loads(first.cursor)
     cursor["planned_at"] -= 61
     later = tick(dagster_instance, json.dumps(cursor))

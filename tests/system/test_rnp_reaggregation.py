@@ -1,14 +1,12 @@
-"""Re-aggregation end to end with the real daemon: feed events in, batched runs out, rnp_daily filled."""
+"""Re-aggregation end to end with the real daemon: feeds written, batched runs out, rnp_daily filled."""
 
 from __future__ import annotations
 
-import json
 from datetime import date
 
 import pytest
-from dagster import AssetKey, DagsterEventType, DagsterRunStatus, RunsFilter
+from dagster import DagsterEventType, DagsterRunStatus, RunsFilter
 
-from optima_pipelines.mart.plan import FEED_ROLLUP
 from optima_pipelines.orchestration.queues import TAG_QUEUE
 from tests.rnp_feeds import (
     TODAY,
@@ -17,7 +15,6 @@ from tests.rnp_feeds import (
     days_ago,
     last_storage_id,
     materialized_partitions,
-    report_feed_event,
     rnp_rows,
 )
 from tests.system.harness import wait_for
@@ -37,9 +34,16 @@ SENSOR = {
 
 
 def reaggregate_runs(instance, since: float):
-    """The re-aggregation runs created after ``since`` (Unix seconds): the test's own."""
+    """The re-aggregation runs of the test's cabinet created after ``since`` (Unix seconds)."""
     runs = instance.get_runs(RunsFilter(tags={TAG_QUEUE: "re-aggregate"}))
-    return [r for r in runs if instance.get_run_record_by_id(r.run_id).create_timestamp.timestamp() >= since]
+    return [
+        r
+        for r in runs
+        if instance.get_run_record_by_id(r.run_id).create_timestamp.timestamp() >= since
+        and (r.tags.get("dagster/asset_partition_range_start") or r.tags.get("dagster/partition", "")).startswith(
+            "sys1|"
+        )
+    ]
 
 
 def finished(instance, count: int, since: float):
@@ -55,25 +59,15 @@ def days_with_rows(conn, cabinet: str) -> set[date]:
 def test_an_import_and_a_late_cancellation_through_the_daemon(warm_stack):  # type: ignore[no-untyped-def]
     stack, dep, dagster_instance = warm_stack, warm_stack.dev, warm_stack.instance
     since = stack.began
-    # Syncs of earlier tests on this deployment left feed events: the sensor starts after them (its
-    # cursor set as an operator sets one in the UI), so what it plans is this test's.
-    latest = max(
-        (
-            r.storage_id
-            for feed in FEED_ROLLUP
-            for r in dagster_instance.fetch_materializations(AssetKey(feed), limit=1).records
-        ),
-        default=0,
-    )
-    cursor = json.dumps({feed: latest for feed in FEED_ROLLUP})
-    set_cursor = dep.graphql(SET_CURSOR, {"sel": SENSOR, "cursor": cursor})["setSensorCursor"]
-    assert set_cursor["__typename"] == "Sensor", set_cursor
+    # Syncs of earlier tests on this deployment left their pairs due: marked recomputed, as the
+    # sensor would have left them, so that what it plans is this test's.
+    with stack.warehouse() as warehouse_conn:
+        warehouse_conn.execute("UPDATE rnp_watermarks SET recomputed = changes")
     stack.add_cabinet_row("sys1", "SYS1", None)  # what the cabinet sensor would have read
     add_cabinets(dagster_instance, "sys1")
     with stack.warehouse() as warehouse_conn:
         for n in range(30):
             add_order(warehouse_conn, "sys1", f"o{n}", days_ago(n), 42, "100.00")
-            report_feed_event(dagster_instance, "wb_orders", "sys1", days_ago(n), trigger="user_import", request_id=1)
         stack.start("rnp_reaggregate_sensor")
         # A 30-day user import: the sensor asks for one run over the 30 partitions.
         [run] = wait_for(lambda: finished(dagster_instance, 1, since), "the import's re-aggregation run", timeout=150)
@@ -99,7 +93,6 @@ def test_an_import_and_a_late_cancellation_through_the_daemon(warm_stack):  # ty
         # The cancellation of the order placed 20 days ago arrives in an increment.
         before = last_storage_id(dagster_instance)
         add_order(warehouse_conn, "sys1", "o20", days_ago(20), 42, "100.00", is_cancel=True)
-        report_feed_event(dagster_instance, "wb_orders", "sys1", days_ago(20))
         runs = wait_for(lambda: finished(dagster_instance, 2, since), "the cancellation's run")
         assert len(runs) == 2 and all(r.status == DagsterRunStatus.SUCCESS for r in runs)
         assert materialized_partitions(dagster_instance, "rnp_daily", before) == [f"sys1|{days_ago(20)}"]

@@ -1,26 +1,20 @@
-"""The pure decisions of the РНП re-aggregation: which days an event makes stale, how they are batched."""
+"""The pure decisions of the РНП re-aggregation: how the due pairs are widened and batched into runs."""
 
 from __future__ import annotations
 
 import random
 from datetime import date, timedelta
 
-import psycopg
 import pytest
-from dagster import MetadataValue
 
-from optima_pipelines.changes import FeedChange
 from optima_pipelines.errors import InvalidInput
 from optima_pipelines.mart.plan import (
     Recompute,
     day_ranges,
-    days_to_recompute,
-    demands_from_changes,
     parse_cursor,
-    plan_reaggregation,
     plan_recomputes,
 )
-from optima_pipelines.sensors.rnp import parse_feed_event, run_request
+from optima_pipelines.sensors.rnp import run_request
 
 D = date(2026, 11, 20)
 FIRST, LAST = date(2025, 1, 1), date(2026, 11, 30)
@@ -28,118 +22,6 @@ FIRST, LAST = date(2025, 1, 1), date(2026, 11, 30)
 
 def d(n: int) -> date:
     return D + timedelta(days=n)
-
-
-def change(feed: str, cabinet_id: str, day: date, affected_days: tuple[date, ...] = ()) -> FeedChange:
-    return FeedChange(feed, cabinet_id, day, affected_days=affected_days)
-
-
-def test_feed_event_parses_partition_trigger_and_affected_days():
-    event = parse_feed_event(
-        "wb_report_lines",
-        "c1|2026-11-20",
-        {
-            "trigger": MetadataValue.text("user_import"),
-            "affected_days": MetadataValue.json(["2026-11-02", "2026-11-01"]),
-        },
-    )
-    assert event == FeedChange(
-        "wb_report_lines", "c1", D, trigger="user_import", affected_days=(date(2026, 11, 1), date(2026, 11, 2))
-    )
-    # affected_days given as JSON text is accepted too
-    assert parse_feed_event("wb_report_lines", "c1|2026-11-20", {"affected_days": '["2026-11-03"]'}).affected_days == (
-        date(2026, 11, 3),
-    )
-
-
-@pytest.mark.parametrize(
-    ("feed", "partition", "metadata", "message"),
-    [
-        ("wb_orders", None, {}, "has no partition"),
-        ("wb_orders", "c1", {}, "is not of the form"),
-        ("wb_orders", "c1|2026-13-01", {}, "is not a date"),
-        ("wb_orders", "bad|id|2026-11-01", {}, "is not of the form"),
-        ("wb_report_lines", "c1|2026-11-20", {"affected_days": "not json"}, "is not a JSON list"),
-        ("wb_report_lines", "c1|2026-11-20", {"affected_days": MetadataValue.json({"a": 1})}, "must be a list"),
-        ("wb_report_lines", "c1|2026-11-20", {"affected_days": MetadataValue.json(["2026-11-x"])}, "'2026-11-x'"),
-        ("wb_orders", "c1|2026-11-20", {"finance_days": MetadataValue.json(["11/02"])}, "finance_days contains"),
-        ("prices", "c1|2026-11-20", {}, "is not a feed of the РНП"),
-    ],
-)
-def test_bad_feed_events_are_rejected_naming_what_is_wrong(feed, partition, metadata, message):
-    with pytest.raises(InvalidInput, match=message):
-        parse_feed_event(feed, partition, metadata)
-
-
-def test_days_are_the_events_own_day_and_its_affected_days():
-    assert days_to_recompute(change("wb_orders", "c1", D)) == {D}
-    finance = change("wb_report_lines", "c1", D, (d(-30), d(-12)))
-    assert days_to_recompute(finance) == {D, d(-30), d(-12)}
-
-
-def test_each_feed_demands_its_rollup_and_funnel_or_stock_only_the_merge():
-    events = [
-        change("wb_orders", "c1", D),
-        change("wb_sales", "c1", D),
-        change("ad_campaign_stats", "c1", D),
-        change("wb_report_lines", "c1", d(-1), (d(-20),)),
-        change("stocks", "c2", D),
-        change("rnp_funnel_stats", "c2", d(-1)),
-    ]
-    wanted = demands_from_changes(events, FIRST, LAST)
-    assert wanted.demands == {
-        ("c1", D): {"rnp_sales", "rnp_ads"},
-        ("c1", d(-1)): {"rnp_finance"},
-        ("c1", d(-20)): {"rnp_finance"},
-        ("c2", D): set(),
-        ("c2", d(-1)): set(),
-    }
-    assert wanted.out_of_range == []
-
-
-def test_orders_that_move_report_lines_demand_the_finance_of_both_days():
-    """An order that arrives after its report lines (``finance_days``: where the lines are now)
-    recomputes rnp_finance on those days and on its own day, where the lines go."""
-    event = parse_feed_event("wb_orders", "c1|2026-11-20", {"finance_days": MetadataValue.json(["2026-11-23"])})
-    assert event.finance_days == (d(3),)
-    wanted = demands_from_changes([event, change("wb_orders", "c1", d(1))], FIRST, LAST)
-    assert wanted.demands == {
-        ("c1", D): {"rnp_sales", "rnp_finance"},
-        ("c1", d(3)): {"rnp_finance"},
-        ("c1", d(1)): {"rnp_sales"},
-    }
-
-
-def test_days_outside_the_partitions_are_reported_not_demanded():
-    event = change("wb_report_lines", "c1", LAST, (date(2024, 12, 31), LAST + timedelta(1)))
-    wanted = demands_from_changes([event], FIRST, LAST)
-    assert wanted.demands == {("c1", LAST): {"rnp_finance"}}
-    assert sorted(wanted.out_of_range) == [("c1", date(2024, 12, 31)), ("c1", LAST + timedelta(1))]
-
-
-def test_a_tick_plans_from_its_changes_when_the_watermarks_cannot_be_read():
-    """The watermarks' stale pairs only add to a tick's plan: when they cannot be read, the tick
-    still plans what its change records name, says why the rest waits, and names the cabinets that
-    have no partitions yet."""
-
-    def unreachable() -> psycopg.Connection:
-        raise psycopg.OperationalError("connection refused")
-
-    changes = [
-        change("wb_orders", "c1", D),
-        change("wb_orders", "c9", d(-1)),
-        change("wb_sales", "c1", date(2024, 1, 1)),
-    ]
-    plan = plan_reaggregation(unreachable, changes, ["c1", "c2"], FIRST, LAST)
-    assert plan.warnings == ["could not read the stale pairs: OperationalError: connection refused"]
-    assert (plan.named, plan.stale, plan.out_of_range) == (2, 0, [("c1", date(2024, 1, 1))])
-    assert plan.new_cabinets == ["c9"]
-    # Widened to one span (the recompute skips what did not change); c9 has no partitions to
-    # share a range with, so it gets its own run.
-    assert sorted(plan.recomputes, key=lambda r: r.cabinets) == [
-        Recompute(("c1",), d(-1), D, ("rnp_sales",)),
-        Recompute(("c9",), d(-1), D, ("rnp_sales",)),
-    ]
 
 
 def test_day_ranges():
@@ -224,9 +106,11 @@ def test_run_requests_carry_the_rectangle():
     assert ranged.tags["optima/queue"] == "re-aggregate"
 
 
-def test_cursor_is_per_feed_and_a_bad_one_is_named():
+def test_the_cursor_is_read_and_a_bad_one_is_named():
     assert parse_cursor(None) == {}
-    assert parse_cursor('{"wb_orders": 12}') == {"wb_orders": 12}
+    assert parse_cursor('{"planned_at": 12}') == {"planned_at": 12}
+    # An earlier version's cursor (the last event read per feed) reads as one that never planned.
+    assert "planned_at" not in parse_cursor('{"wb_orders": 12}')
     with pytest.raises(InvalidInput, match="clear it in the UI"):
         parse_cursor("12")
 
