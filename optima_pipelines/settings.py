@@ -126,8 +126,8 @@ ENVIRONMENT_VARIABLES: dict[str, EnvironmentVariable] = {
     "OPTIMA_REAGGREGATE_EVERY_SECONDS": EnvironmentVariable(
         "60",
         "At most how often the re-aggregation sensor plans РНП recomputes of the scheduled syncs' changes: what "
-        "came meanwhile waits and goes in the same few runs (a window's sweeps report their cabinets in batches "
-        "over a minute or more); a user's feed import recomputes its own days in its run. 0: every tick.",
+        "came meanwhile waits and goes in the same few runs (a window's sweeps write their cabinets over a minute "
+        "or more); a user's feed import recomputes its own days in its run. 0: every tick.",
     ),
     "DAGSTER_EVENT_BATCH_SIZE": EnvironmentVariable(
         "1000",

@@ -535,9 +535,8 @@ def drive_sweep(
     counts: Counter[str] = Counter()
     systemic: list[CabinetOutcome] = []
     started = time.monotonic()
-    # Materializations go out in batches (every EMIT_EVERY seconds, and at the end): the
-    # re-aggregation sensor then sees a batch of cabinets in one tick and plans a few runs over
-    # rectangles of them, not a run per tick per cabinet that happened to finish.
+    # Materializations go out in batches (every EMIT_EVERY seconds, and at the end): Dagster stores
+    # a batch in one statement (dagster_internals.log_materializations), not an event at a time.
     unemitted: list[FeedLoad] = []
     unrecorded: list[CabinetOutcome] = []
     last_emit = time.monotonic()
