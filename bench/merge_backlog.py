@@ -5,7 +5,7 @@
 Generates the feeds of ``--cabinets`` cabinets (``--products`` products, ``--days`` days each) in a
 scratch database and fills their РНП once. Then it times what one nightly merge does, as its runs
 would: the plan (``mart.plan.plan_merge_sync``: the window, the days to heal, where the window's
-report lines belong, and, since issue 38, every day whose watermark says stale) and the forced
+report lines belong, and, since issue 38, every day the watermarks say is due) and the forced
 recompute of every run it plans (``recompute_tables(..., force=True)`` per planned rectangle, as the
 ``rnp`` op does for a run tagged ``optima/rnp-recompute: all``).
 
@@ -14,7 +14,7 @@ recompute of every run it plans (``recompute_tables(..., force=True)`` per plann
 - a night after ``--stale`` days of every cabinet, older than the 3-day window, went stale (an order
   of each flipped behind the planner's back, as a re-dated order did before issue 38): the merge
   recomputes them, against the night without a backlog, measured in the same run. It then checks
-  that no pair is stale any more (and fails otherwise).
+  that no pair is due any more (and fails otherwise). "Stale" in its figures is such a due pair.
 
 And the read of the due pairs alone (``sql/due_pairs.sql``) against the read the plan always made
 (``sql/days_to_heal.sql``), at N cabinets.

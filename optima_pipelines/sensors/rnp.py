@@ -84,9 +84,10 @@ def run_request(recompute: Recompute, tags: Mapping[str, str], run_key: str) -> 
 
 
 #: The sensor's runs not yet ended: while one is, what is due waits, and the tick after it ends
-#: plans one run (or a few: mart.plan's size limits) over everything that came meanwhile. Sweeps report their cabinets every few seconds; planned as they come, a window of 1,000
-#: cabinets was three recompute runs a minute (bench/scale.py, issue 17). A user's import does not
-#: wait for this: it recomputes its own days in its run (assets/digitization.py).
+#: plans one run (or a few: mart.plan's size limits) over everything that came meanwhile. Sweeps
+#: write their cabinets one after the other; planned as they come, a window of 1,000 cabinets was
+#: three recompute runs a minute (bench/scale.py, issue 17). A user's import does not wait for this:
+#: it recomputes its own days in its run (assets/rnp.py, ``recompute_in_run``).
 IN_FLIGHT = [
     DagsterRunStatus.QUEUED,
     DagsterRunStatus.NOT_STARTED,
@@ -167,7 +168,9 @@ def rnp_reaggregate_sensor(context: SensorEvaluationContext, warehouse: Warehous
     tags = {**queue_tags(RE_AGGREGATE, priority=PRIORITY_REAGGREGATE), TAG_TRIGGER: "sensor"}
     if plan.due.oldest is not None:
         tags[TAG_SOURCE_EVENT_AT] = plan.due.oldest.astimezone(UTC).isoformat()
-    # The run keys name the watermarks' state: a tick evaluated again after a crash asks for the same runs.
+    # The run keys name the watermarks' state: a tick evaluated again after a crash asks for the same
+    # runs. A run that failed (after its retries) is not asked for again while that state holds: its
+    # pairs stay due, and the next write that makes a pair due, or the nightly merge, recomputes them.
     requests = [run_request(r, tags, f"rnp:{plan.due.state}:{r.key}") for r in plan.recomputes]
     # A cabinet the cabinet sensor has not added yet gets its partitions now, so that the new
     # cabinet's РНП fills right after its first import.
