@@ -406,6 +406,16 @@ def optima_env(
 
 
 @pytest.fixture
+def scratch_schema(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A warehouse schema of its own, not migrated, dropped after the test: for a test that migrates
+    step by step (``upgrade(database_url, scratch_schema, revision)``)."""
+    monkeypatch.setenv("OPTIMA_PARTITION_RETENTION_MONTHS", TEST_RETENTION_MONTHS)
+    schema = f"optima_m{secrets.token_hex(4)}"
+    yield schema
+    drop_schemas(database_url, schema)
+
+
+@pytest.fixture
 def warehouse_conn(optima_env: str, database_url: str) -> Iterator[psycopg.Connection]:
     """A connection to the test environment's warehouse schema (autocommit)."""
     with connect(database_url, f"optima_{optima_env}", autocommit=True) as conn:

@@ -7,13 +7,11 @@ count the move on the watermarks of both days, so the recompute does not skip th
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 from datetime import date
 
 import psycopg
-import pytest
 
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import upgrade
@@ -145,16 +143,6 @@ def test_another_cabinets_writers_are_not_held(optima_env, database_url):
         first.commit()
         with connect(database_url, schema) as conn:
             assert placed(conn) == {1: LINE_DAY, 2: ORDER_DAY}
-
-
-@pytest.fixture
-def scratch_schema(database_url: str, monkeypatch: pytest.MonkeyPatch):
-    from tests.conftest import TEST_RETENTION_MONTHS, drop_schemas
-
-    monkeypatch.setenv("OPTIMA_PARTITION_RETENTION_MONTHS", TEST_RETENTION_MONTHS)
-    schema = f"optima_m{secrets.token_hex(4)}"
-    yield schema
-    drop_schemas(database_url, schema)
 
 
 def counts(conn) -> list[tuple]:

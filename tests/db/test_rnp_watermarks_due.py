@@ -6,11 +6,9 @@ wrote: the planner (mart/plan.py ``due_pairs``) reads nothing else to know what 
 
 from __future__ import annotations
 
-import secrets
 from datetime import datetime
 
 import psycopg
-import pytest
 
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import upgrade
@@ -71,16 +69,6 @@ def test_the_state_a_plan_was_made_from_is_named_and_changes_with_any_write(ware
     assert due_pairs(conn, days_ago(5), TODAY).state != state
     # Of other cabinets only: none of c1's.
     assert due_pairs(conn, days_ago(5), TODAY, ["c2"]).tables == {}
-
-
-@pytest.fixture
-def scratch_schema(database_url: str, monkeypatch: pytest.MonkeyPatch):
-    from tests.conftest import TEST_RETENTION_MONTHS, drop_schemas
-
-    monkeypatch.setenv("OPTIMA_PARTITION_RETENTION_MONTHS", TEST_RETENTION_MONTHS)
-    schema = f"optima_m{secrets.token_hex(4)}"
-    yield schema
-    drop_schemas(database_url, schema)
 
 
 def test_the_migration_makes_the_pairs_that_were_due_due_and_no_other(database_url, scratch_schema):

@@ -27,23 +27,23 @@ down_revision = "0020_ad_stats_answers"
 branch_labels = None
 depends_on = None
 
-_DUE = """
-CREATE FUNCTION rnp_watermark_due() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NEW.recomputed IS NOT DISTINCT FROM NEW.changes THEN
-        NEW.due_since := NULL;
-    ELSIF NEW.due_since IS NULL THEN
-        NEW.due_since := now();
-    END IF;
-    RETURN NEW;
-END $$;
-"""
-
 
 def upgrade() -> None:
     op.execute("ALTER TABLE rnp_watermarks ADD COLUMN due_since timestamptz")
     op.execute("UPDATE rnp_watermarks SET due_since = now() WHERE recomputed IS DISTINCT FROM changes")
-    op.execute(_DUE)
+    op.execute(
+        """
+        CREATE FUNCTION rnp_watermark_due() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.recomputed IS NOT DISTINCT FROM NEW.changes THEN
+                NEW.due_since := NULL;
+            ELSIF NEW.due_since IS NULL THEN
+                NEW.due_since := now();
+            END IF;
+            RETURN NEW;
+        END $$;
+        """
+    )
     op.execute(
         "CREATE TRIGGER rnp_watermarks_due BEFORE INSERT OR UPDATE ON rnp_watermarks "
         "FOR EACH ROW EXECUTE FUNCTION rnp_watermark_due()"
