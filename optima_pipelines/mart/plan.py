@@ -298,7 +298,9 @@ class DuePairs:
     #: Since when the longest-waiting pair is due (None: none is).
     oldest: datetime | None = None
     #: Names the watermarks' state read: the same state gives the same name (a sensor tick evaluated
-    #: again after a crash asks for the same runs), any change since a new one.
+    #: again after a crash asks for the same runs), any change since a new one, a pair that became
+    #: due again among them (its ``due_since`` is new even when its count is not: a write to the mart
+    #: by someone else forgets what was recomputed without counting a change).
     state: str = ""
 
     def demands(self) -> Demands:
@@ -334,7 +336,7 @@ def due_pairs(conn: psycopg.Connection, first: date, last: date, cabinets: Seque
             continue
         due.tables.setdefault((cabinet, day), set()).add(table)
         due.oldest = since if due.oldest is None else min(due.oldest, since)
-        state.update(f"{cabinet}|{day}|{table}|{changes};".encode())
+        state.update(f"{cabinet}|{day}|{table}|{changes}|{since.isoformat()};".encode())
     due.state = state.hexdigest()[:12]
     return due
 

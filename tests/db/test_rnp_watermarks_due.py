@@ -13,6 +13,7 @@ import psycopg
 from optima_pipelines.db.connection import connect
 from optima_pipelines.db.migrate import upgrade
 from optima_pipelines.mart.plan import due_pairs
+from optima_pipelines.mart.recompute import statement
 from tests.rnp_feeds import TODAY, add_order, add_stock, days_ago
 
 C = "c1"
@@ -27,11 +28,8 @@ def since(conn: psycopg.Connection, table: str, day) -> datetime | None:
 
 
 def recompute(conn: psycopg.Connection, table: str, day) -> None:
-    """What a recompute records when it is done with a pair (mart/sql/mark_recomputed.sql)."""
-    conn.execute(
-        "UPDATE rnp_watermarks SET recomputed = changes WHERE cabinet_id = %s AND table_name = %s AND day = %s",
-        (C, table, day),
-    )
+    """What a recompute records when it is done with a pair."""
+    conn.execute(statement("mark_recomputed"), {"cabinets": [C], "days": [day], "table": table})
 
 
 def test_a_pair_is_due_from_its_first_write_until_a_recompute_catches_up(warehouse_conn):
@@ -67,6 +65,13 @@ def test_the_state_a_plan_was_made_from_is_named_and_changes_with_any_write(ware
     assert due_pairs(conn, days_ago(5), TODAY).state == state  # read again: the same runs
     add_order(conn, C, "o2", TODAY, 7, "100.00")
     assert due_pairs(conn, days_ago(5), TODAY).state != state
+    # Recomputed, then due again with the same count (a write to the mart by someone else forgets
+    # what was recomputed): a new state, so the sensor asks for new runs.
+    before = due_pairs(conn, days_ago(5), TODAY).state
+    for table in ("rnp_sales", "rnp_daily"):
+        recompute(conn, table, TODAY)
+    conn.execute("UPDATE rnp_watermarks SET recomputed = NULL")
+    assert due_pairs(conn, days_ago(5), TODAY).state != before
     # Of other cabinets only: none of c1's.
     assert due_pairs(conn, days_ago(5), TODAY, ["c2"]).tables == {}
 
